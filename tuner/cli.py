@@ -1,0 +1,81 @@
+"""The `tuner` command line. Knob flags are generated from the knob table.
+
+Each subcommand lives in a module with `register(subparsers)`; that function adds the
+parser and sets `func`, which takes the parsed args and returns the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from typing import Any
+
+from tuner import __version__
+from tuner.knobs import GROUPS, KNOBS
+from tuner.settings import Settings, SettingsError, load
+
+# Modules that register subcommands, in the order `tuner --help` lists them.
+COMMAND_MODULES = (
+    "tuner.commands.run",
+    "tuner.commands.model",
+    "tuner.commands.knobs",
+)
+
+
+def add_knob_flags(p: argparse.ArgumentParser) -> None:
+    """--preset plus one flag per knob (values are validated by the settings model)."""
+    p.add_argument("--preset", help="preset name or path to a .toml file")
+    for group in GROUPS:
+        g = p.add_argument_group(f"{group} knobs")
+        for k in (k for k in KNOBS if k.group == group):
+            g.add_argument(f"--{k.name.replace('_', '-')}", dest=f"knob_{k.name}",
+                           metavar=k.type.__name__.upper(),
+                           help=f"{k.help} [{k.allowed()}; default {k.default!r}; "
+                                f"env {k.env}]")
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Defaults < preset < environment < flags. Raises SettingsError or PresetError."""
+    from tuner.presets import resolve
+
+    preset = resolve(args.preset).knobs if getattr(args, "preset", None) else {}
+    cli: dict[str, Any] = {k.name: getattr(args, f"knob_{k.name}") for k in KNOBS
+                           if getattr(args, f"knob_{k.name}", None) is not None}
+    return load(preset=preset, cli=cli)
+
+
+def print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tuner", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"tuner {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from tuner.presets import PresetError
+
+    try:
+        return args.func(args) or 0
+    except (SettingsError, PresetError) as err:
+        print(f"tuner: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""`tuner run`: decode N tokens headless and print what the engine measured."""
+
+from __future__ import annotations
+
+import argparse
+
+from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.engine.session import Session
+from tuner.settings import to_config
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="decode N tokens without a UI and print the counters")
+    p.add_argument("--tokens", type=int, default=128, help="tokens to decode (default 128)")
+    p.add_argument("--json", action="store_true", help="print the whole snapshot as JSON")
+    p.add_argument("--prompt-ids", type=_ids, help="comma-separated prompt token ids "
+                   "(default: the built-in corpus)")
+    add_knob_flags(p)
+    p.set_defaults(func=main)
+
+
+def _ids(text: str) -> list[int]:
+    try:
+        ids = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--prompt-ids wants integers like 1,2,3, got {text!r}")
+    if not ids or min(ids) < 0:
+        raise argparse.ArgumentTypeError("--prompt-ids wants one or more ids >= 0")
+    return ids
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.tokens < 1:
+        raise SystemExit("tuner run: --tokens must be at least 1")
+    settings = settings_from_args(args)
+    session = Session(to_config(settings), prompt_ids=args.prompt_ids)
+    vocab = session.ckpt.config.vocab_size
+    if args.prompt_ids and max(args.prompt_ids) >= vocab:
+        raise SystemExit(f"tuner run: --prompt-ids must be < {vocab} (the model's vocabulary)")
+    try:
+        session.run(args.tokens)
+        snap = session.snapshot()
+    finally:
+        session.engine.close()
+    snap["output_ids"] = list(session.output_ids)
+    if args.json:
+        print_json(snap)
+        return 0
+    t = snap["totals"]
+    print(f"{snap['model']['name']}: {t['tokens']} tokens, {t['ms_per_token']} ms/token, "
+          f"hit rate {t['hit_rate']} %, {t['sync_misses_per_token']} sync misses/token, "
+          f"{t['bytes_per_token']} bytes/token, output {snap['output_hash']}")
+    for note in snap["notes"]:
+        print(f"note: {note}")
+    return 0

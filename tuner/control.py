@@ -1,0 +1,76 @@
+"""Steering a running session: validated settings changes, session state and presets.
+
+The web server and the embedded terminal UI both steer through a `Controller`, so a change
+made from either is validated, versioned and applied the same way. The remote terminal UI
+reaches the same operations through the server's REST API.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from tuner.engine.session import Session
+from tuner.knobs import KNOBS
+from tuner.presets import Preset, Store, knob_diff
+from tuner.settings import Settings, apply, to_config
+
+
+def session_base(current: Settings) -> Settings:
+    """Defaults, except the session group, which keeps its current values."""
+    keep = {k.name: getattr(current, k.name) for k in KNOBS if k.group == "session"}
+    return Settings(**keep)
+
+
+class Controller:
+    def __init__(self, session: Session, settings: Settings, store: Store | None = None,
+                 apply_timeout: float = 60.0):
+        self.session = session
+        self.settings = settings
+        self.store = store or Store()
+        self.apply_timeout = apply_timeout
+        self._lock = threading.Lock()  # one settings change at a time
+
+    @property
+    def version(self) -> int:
+        return self.session.applied_version
+
+    def change(self, changes: Mapping[str, Any]) -> int:
+        """Validates `changes` on top of the current settings as a whole and applies them at
+        the next token boundary; returns the new settings version. Raises SettingsError and
+        changes nothing when any value is bad."""
+        with self._lock:
+            new = apply(self.settings, changes)
+            return self._submit(new)
+
+    def replace(self, settings: Settings) -> int:
+        with self._lock:
+            return self._submit(settings)
+
+    def _submit(self, new: Settings) -> int:
+        version = self.session.submit(to_config(new))
+        self.settings = new
+        self.session.wait_applied(version, self.apply_timeout)
+        return version
+
+    def state(self) -> dict[str, Any]:
+        return {"version": self.version, "settings": self.settings.model_dump(),
+                "state": self.session.state}
+
+    # -- presets -----------------------------------------------------------------------
+    def apply_preset(self, name: str) -> int:
+        """The preset's knobs on top of the defaults, so a preset is a whole tuning; the
+        session group (model, seed, context, window) stays as it is unless the preset
+        sets it."""
+        return self.replace(self.store.get(name).settings(session_base(self.settings)))
+
+    def save_preset(self, name: str, description: str = "", based_on: str | None = None
+                    ) -> Preset:
+        return self.store.save(name, self.settings, description, based_on)
+
+    def diff(self, a: str, b: str | None = None) -> list[dict[str, Any]]:
+        """Knobs that differ between preset `a` and preset `b` (or the current settings)."""
+        sa = self.store.get(a).settings()
+        sb = self.store.get(b).settings() if b else self.settings
+        return knob_diff(sa, sb)

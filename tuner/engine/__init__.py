@@ -1,0 +1,1 @@
+"""The streaming engine. Imports torch, the standard library and tuner.knobs only."""

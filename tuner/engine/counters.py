@@ -1,0 +1,152 @@
+"""Per-layer counters, cumulative and over a sliding window of tokens.
+
+`COUNTERS` is the counter table: every UI column and every Prometheus series is generated
+from it. Counts accumulate in a per-token scratch row owned by the decode thread and are
+folded into the shared totals at each token boundary, under a lock held for microseconds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    unit: str
+    help: str
+
+
+COUNTERS: tuple[Column, ...] = (
+    Column("lookups", "experts", "routed (layer, expert) lookups"),
+    Column("hits", "experts", "lookups found resident in the arena"),
+    Column("sync_misses", "experts", "lookups that waited for a demand read"),
+    Column("bypass", "experts", "misses computed from a staging buffer: no slot was eligible"),
+    Column("pf_issued", "experts", "speculative reads issued for this layer"),
+    Column("pf_cancelled", "experts", "speculation cancelled before any byte was read"),
+    Column("pf_partial", "experts", "speculation cancelled after part of it was read"),
+    Column("pf_unused", "experts", "speculation read completely and never claimed"),
+    Column("pf_late", "experts", "speculation claimed while still in flight (its wait is stall)"),
+    Column("pf_timely", "experts", "speculation claimed after it had completed"),
+    Column("stall_ms", "ms", "time the layer waited for reads"),
+    Column("layer_ms", "ms", "time spent in the layer's MoE block"),
+    Column("bytes_demand", "bytes", "bytes read on demand"),
+    Column("bytes_spec", "bytes", "bytes read speculatively"),
+    Column("evictions", "experts", "experts of this layer evicted from the arena"),
+    Column("prev_scored", "routings", "routings the prev-token predictor ranked"),
+    Column("prev_slots", "experts", "routed experts the prev-token predictor named"),
+    Column("prev_whole", "routings", "routings the prev-token predictor named exactly"),
+    Column("stale_scored", "routings", "routings the stale-gate predictor ranked"),
+    Column("stale_slots", "experts", "routed experts the stale-gate predictor named"),
+    Column("stale_whole", "routings", "routings the stale-gate predictor named exactly"),
+    Column("ctrl_scored", "routings", "routings the fresh-gate control ranked"),
+    Column("ctrl_slots", "experts", "routed experts the fresh-gate control named"),
+    Column("ctrl_whole", "routings", "routings the fresh-gate control named exactly"),
+)
+IDX = {c.name: i for i, c in enumerate(COUNTERS)}
+PREDICTORS = ("prev", "stale", "ctrl")
+PF_CLASSES = ("pf_cancelled", "pf_partial", "pf_unused", "pf_late", "pf_timely")
+
+# Columns computed from the counts, shown beside them.
+DERIVED: tuple[Column, ...] = (
+    Column("hit_rate", "%", "hits / lookups"),
+    Column("resident", "experts", "experts of this layer resident now (not windowed)"),
+    Column("residency", "%", "resident / experts per layer (not windowed)"),
+    *(Column(f"{p}_pct", "%", f"{p} predictor: routed experts named / routed experts scored "
+             "(- where nothing was scored)") for p in PREDICTORS),
+    *(Column(f"{p}_whole_pct", "%", f"{p} predictor: routings named exactly / scored")
+      for p in PREDICTORS),
+)
+
+
+def _pct(num: float, den: float) -> float | None:
+    return round(100.0 * float(num) / float(den), 2) if den else None
+
+
+class Counters:
+    def __init__(self, layers: int, experts: int, top_k: int, window: int):
+        self.layers, self.experts, self.top_k = layers, experts, top_k
+        self.cur = np.zeros((layers, len(COUNTERS)))  # this token, decode thread only
+        self._cum = np.zeros_like(self.cur)
+        self._tokens = 0
+        self._seconds = 0.0
+        self._ring: deque[tuple[np.ndarray, int, float]] = deque(maxlen=window + 1)
+        self._ring.append((self._cum.copy(), 0, 0.0))
+        self._lock = threading.Lock()
+
+    def add(self, layer: int, name: str, value: float = 1.0) -> None:
+        self.cur[layer, IDX[name]] += value
+
+    def end_token(self, seconds: float, tokens: int = 1) -> None:
+        """Folds this token's counts into the totals (tokens=0: counts settled between
+        tokens, such as speculation drained at the end of a run)."""
+        with self._lock:
+            self._cum += self.cur
+            self._tokens += tokens
+            self._seconds += seconds
+            if tokens:
+                self._ring.append((self._cum.copy(), self._tokens, self._seconds))
+        self.cur[:] = 0
+
+    def read(self, window: bool) -> tuple[np.ndarray, int, float]:
+        """(counts [layers, counters], tokens, decode seconds), whole run or window."""
+        with self._lock:
+            cum, tokens, secs = self._cum.copy(), self._tokens, self._seconds
+            base = self._ring[0] if window else None
+        if base is None:
+            return cum, tokens, secs
+        return cum - base[0], tokens - base[1], secs - base[2]
+
+    def rows(self, counts: np.ndarray, resident: list[int]) -> list[dict]:
+        out = []
+        for layer in range(self.layers):
+            c = counts[layer]
+            row: dict = {"layer": layer}
+            row.update({col.name: _round(c[i]) for i, col in enumerate(COUNTERS)})
+            row["hit_rate"] = _pct(c[IDX["hits"]], c[IDX["lookups"]])
+            row["resident"] = resident[layer]
+            row["residency"] = _pct(resident[layer], self.experts)
+            for p in PREDICTORS:
+                scored = c[IDX[f"{p}_scored"]]
+                row[f"{p}_pct"] = _pct(c[IDX[f"{p}_slots"]], scored * self.top_k)
+                row[f"{p}_whole_pct"] = _pct(c[IDX[f"{p}_whole"]], scored)
+            out.append(row)
+        return out
+
+    def totals(self, counts: np.ndarray, tokens: int, seconds: float,
+               resident: list[int]) -> dict:
+        s = counts.sum(axis=0)
+        t = {col.name: _round(s[i]) for i, col in enumerate(COUNTERS)}
+        issued = s[IDX["pf_issued"]]
+        useful = s[IDX["pf_late"]] + s[IDX["pf_timely"]]
+        nbytes = s[IDX["bytes_demand"]] + s[IDX["bytes_spec"]]
+        t.update({
+            "tokens": tokens,
+            "seconds": round(seconds, 4),
+            "ms_per_token": round(1000 * seconds / tokens, 3) if tokens else None,
+            "tok_s": round(tokens / seconds, 2) if seconds else None,
+            "hit_rate": _pct(s[IDX["hits"]], s[IDX["lookups"]]),
+            "sync_misses_per_token": round(s[IDX["sync_misses"]] / tokens, 3) if tokens else None,
+            "bytes_read": int(nbytes),
+            "bytes_per_token": round(nbytes / tokens) if tokens else None,
+            "spec_bytes_per_token": round(s[IDX["bytes_spec"]] / tokens) if tokens else None,
+            "read_gbps": round(nbytes / seconds / 1e9, 4) if seconds else None,
+            "issue_usefulness": _pct(useful, issued),
+            "timely_usefulness": _pct(s[IDX["pf_timely"]], issued),
+            "pf_pending": _round(issued - sum(s[IDX[c]] for c in PF_CLASSES)),
+            "resident": int(sum(resident)),
+            "residency": _pct(sum(resident), self.experts * self.layers),
+        })
+        for p in PREDICTORS:
+            scored = s[IDX[f"{p}_scored"]]
+            t[f"{p}_pct"] = _pct(s[IDX[f"{p}_slots"]], scored * self.top_k)
+            t[f"{p}_whole_pct"] = _pct(s[IDX[f"{p}_whole"]], scored)
+        return t
+
+
+def _round(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else round(float(x), 3)

@@ -1,0 +1,261 @@
+"""The streaming decode step: one token through every layer, experts served by the arena.
+
+Per layer (seed 000 section 3, `at_layer` and `after_layer`):
+
+1. route (exact or moce against the published residency);
+2. claim: pin the wanted residents, claim wanted speculation (timely when its read is
+   complete, late when still in flight: promoted to urgent and waited for), then take a
+   victim slot for each miss in rank order and issue its demand read;
+3. speculate: read ahead the predicted misses of the next layer (prefetch off/prev/stale);
+4. compute the experts as their bytes arrive and sum them in rank order, so the output
+   never depends on which read finished first;
+5. retire the layer's unclaimed speculation into limbo; release the previous limbo
+   generation (after waiting for its running reads). Release points are fixed, so read
+   timing never leaks into residency.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from tuner.engine import router
+from tuner.engine.checkpoint import Checkpoint, part_views
+from tuner.engine.counters import Counters
+from tuner.engine.model import Decoder, expert_out
+from tuner.engine.policies import policy_name
+from tuner.engine.predict import predict
+from tuner.engine.slots import RESIDENT, SPEC, SlotMap
+from tuner.engine.store import Read, ReadPool
+
+DEFAULT_ARENA_SHARE = 0.20
+
+
+def arena_slots(requested: int, layers: int, experts: int) -> int:
+    total = layers * experts
+    if requested <= 0:
+        return max(1, round(total * DEFAULT_ARENA_SHARE))
+    return min(requested, total)
+
+
+class Engine:
+    def __init__(self, ckpt: Checkpoint, cfg, device: torch.device):
+        mc = ckpt.config
+        self.ckpt, self.mc, self.cfg, self.device = ckpt, mc, cfg, device
+        self.dec = Decoder(mc, ckpt.dense(), cfg.context, device)
+        L, E, K = mc.num_layers, mc.num_experts, mc.top_k
+        n = arena_slots(cfg.expert_cache, L, E)
+        self.slots = SlotMap(n, policy_name(cfg.decode_2q))
+        # Every slot and staging buffer is allocated once, before decoding.
+        self.mem = torch.empty(n + K, ckpt.expert_bytes, dtype=torch.uint8)
+        self.bufs = [memoryview(self.mem[i].numpy()) for i in range(n + K)]
+        self.views = [part_views(self.mem[i], ckpt.parts) for i in range(n + K)]
+        self.staging = list(range(n, n + K))  # bypass buffers for misses with no eligible slot
+        self.extents = {(l, e): ckpt.extents(l, e) for l in range(L) for e in range(E)}
+        self.pool = ReadPool(cfg.io_workers, cfg.io_urgent, cfg.io_direct,
+                             cfg.io_piece_kib * 1024)
+        self.counters = Counters(L, E, K, cfg.window)
+        self.reads: dict[int, Read] = {}  # slot -> its read, until the read is accounted
+        self.spec_for: dict[int, list[int]] = {l: [] for l in range(L)}
+        self.limbo_new: list[int] = []
+        self.limbo_old: list[int] = []
+        self.prev_sel: list[list[int] | None] = [None] * L
+        self.routed = np.zeros((L, E))  # routings per (layer, expert), for popularity
+        self.apply_live(cfg)
+
+    # -- settings ----------------------------------------------------------------------
+    def apply_live(self, cfg) -> None:
+        """Takes the live knobs of `cfg` (called between tokens only)."""
+        self.cfg = cfg
+        self.pool.ssd_gbps = cfg.ssd_gbps
+        self.pool.jitter_ms = cfg.io_jitter_ms
+        self.slots.set_policy(policy_name(cfg.decode_2q))
+        self.use_residency = cfg.moce_bonus > 0 or cfg.moce_bonus_r1 > 0
+
+    def notes(self) -> list[str]:
+        cfg, out = self.cfg, []
+        if cfg.prefetch_route and cfg.moce_bonus <= 0:
+            out.append("prefetch_route is off: it needs moce_bonus > 0")
+        if cfg.expert_cache > self.slots.n:
+            out.append(f"expert_cache {cfg.expert_cache} capped at {self.slots.n}: "
+                       "the model has no more layer-expert pairs")
+        if cfg.moce_protect > self.mc.top_k:
+            out.append(f"moce_protect {cfg.moce_protect} acts as {self.mc.top_k} (top-k)")
+        return out
+
+    def resident_counts(self) -> list[int]:
+        return [self.slots.resident_per_layer[l] for l in range(self.mc.num_layers)]
+
+    # -- one token ---------------------------------------------------------------------
+    def reset_sequence(self) -> None:
+        """A new conversation: the prev-token predictor has nothing to go on."""
+        self.prev_sel = [None] * self.mc.num_layers
+
+    @torch.inference_mode()
+    def step(self, token: int, pos: int) -> torch.Tensor:
+        """Runs one token at position `pos`; returns its logits [V]."""
+        dec, L = self.dec, self.mc.num_layers
+        h = dec.embed_token(token)
+        stale_next: torch.Tensor | None = None  # layer l's router on layer l-1's input
+        for l in range(L):
+            h = dec.attention(l, h, pos)
+            x = dec.moe_input(l, h)
+            t0 = time.perf_counter()
+            logits = dec.router_logits(l, x)
+            sel = self._route(l, logits)
+            self.routed[l, sel] += 1
+            self._probe(l, sel, x, stale_next)
+            stale_next = dec.router_logits(l + 1, x) if l + 1 < L else None
+            sources = self._claim(l, sel)
+            if stale_next is not None and self.cfg.prefetch != "off":
+                self._speculate(l + 1, stale_next)
+            h = h + self._compute(l, x, logits, sel, sources)
+            self._retire(l)
+            self._release_limbo(l)
+            self.counters.add(l, "layer_ms", 1000 * (time.perf_counter() - t0))
+        return dec.logits(h)
+
+    def _resident_mask(self, layer: int) -> torch.Tensor:
+        res = self.slots.resident
+        return torch.tensor([res((layer, e)) for e in range(self.mc.num_experts)])
+
+    def _route(self, layer: int, logits: torch.Tensor) -> list[int]:
+        cfg = self.cfg
+        mask = self._resident_mask(layer) if self.use_residency else None
+        sel = router.select(logits, mask, self.mc.top_k, cfg.moce_protect, cfg.moce_bonus,
+                            cfg.moce_bonus_r1)
+        return sel.tolist()
+
+    def _probe(self, layer: int, sel: list[int], x: torch.Tensor,
+               stale: torch.Tensor | None) -> None:
+        """Scores prev, stale and ctrl on this routing; layer 0 and a sequence's first token
+        are unscored, never wrong."""
+        K, add, actual = self.mc.top_k, self.counters.add, set(sel)
+        ctrl = self.dec.routers[layer] @ x  # a GEMV of its own, so the probe is checked
+        guesses = {
+            "prev": self.prev_sel[layer],
+            "stale": None if stale is None else torch.topk(stale, K).indices.tolist(),
+            "ctrl": torch.topk(ctrl, K).indices.tolist(),
+        }
+        for name, guess in guesses.items():
+            if guess is None:
+                continue
+            named = len(actual.intersection(guess))
+            add(layer, f"{name}_scored")
+            add(layer, f"{name}_slots", named)
+            add(layer, f"{name}_whole", float(named == K))
+        self.prev_sel[layer] = sel
+
+    def _claim(self, layer: int, sel: list[int]) -> list[tuple[int, Read | None]]:
+        """(buffer index, read to wait for or None) per rank. A late speculative read keeps
+        its speculative flag, so its bytes count as speculative."""
+        slots, add = self.slots, self.counters.add
+        add(layer, "lookups", len(sel))
+        plan = slots.claim_layer(layer, sel)
+        for key in slots.evicted:
+            add(key[0], "evictions")
+        slots.evicted.clear()
+        staging = iter(self.staging)
+        sources: list[tuple[int, Read | None]] = []
+        for (kind, slot), e in zip(plan, sel):
+            read = None
+            if kind == "hit":
+                add(layer, "hits")
+            elif kind == "spec":  # speculation claimed by the router
+                read = self.reads.pop(slot)
+                self.spec_for[layer].remove(slot)
+                if read.complete:
+                    add(layer, "pf_timely")
+                    add(layer, "bytes_spec", read.bytes_read)
+                    read = None
+                else:
+                    add(layer, "pf_late")
+                    self.pool.promote(read)
+            else:  # miss or bypass: a demand read, in rank order
+                if kind == "bypass":
+                    slot = next(staging)
+                    add(layer, "bypass")
+                add(layer, "sync_misses")
+                key = (layer, e)
+                read = self.pool.submit(key, self.extents[key], self.bufs[slot], False)
+            sources.append((slot, read))
+        return sources
+
+    def _speculate(self, target: int, stale: torch.Tensor) -> None:
+        cfg, slots, add = self.cfg, self.slots, self.counters.add
+        issued = 0
+        guess = predict(cfg, self.mc.top_k, self.prev_sel[target], stale,
+                        lambda: self._resident_mask(target))
+        for e in guess:
+            key = (target, e)
+            slot = slots.find(key)
+            if slot is not None:  # resident or already in flight: costs nothing
+                if cfg.prefetch_touch and slots.state[slot] == RESIDENT:
+                    slots.policy.touch(slot)
+                continue
+            if cfg.prefetch_max and issued >= cfg.prefetch_max:
+                break
+            slot = slots.victim(avoid_layer=target)
+            if slot is None:
+                break
+            evicted = slots.place(slot, key, SPEC)
+            if evicted is not None:
+                add(evicted[0], "evictions")
+            self.reads[slot] = self.pool.submit(key, self.extents[key], self.bufs[slot],
+                                                speculative=True)
+            self.spec_for[target].append(slot)
+            add(target, "pf_issued")
+            issued += 1
+
+    def _compute(self, layer: int, x: torch.Tensor, logits: torch.Tensor, sel: list[int],
+                 sources: list[tuple[int, Read | None]]) -> torch.Tensor:
+        add = self.counters.add
+        outs: list[torch.Tensor | None] = [None] * len(sel)
+        ready_first = sorted(range(len(sel)), key=lambda r: sources[r][1] is not None)
+        for r in ready_first:
+            buf, read = sources[r]
+            if read is not None:
+                add(layer, "stall_ms", 1000 * self.pool.wait(read))
+                add(layer, "bytes_spec" if read.speculative else "bytes_demand",
+                    read.bytes_read)
+            outs[r] = expert_out(x, *self.views[buf])
+        w = router.weights(logits, torch.tensor(sel), self.mc.norm_topk_prob)
+        return w @ torch.stack(outs)  # [k] @ [k, D], summed in rank order
+
+    def _retire(self, layer: int) -> None:
+        """Unclaimed speculation for this layer: queued pieces cancelled, slot to limbo."""
+        for slot in self.spec_for[layer]:
+            self.pool.cancel(self.reads[slot])
+            self.slots.retire(slot)
+            self.limbo_new.append(slot)
+        self.spec_for[layer] = []
+        self.slots.pinned.clear()
+
+    def _release_limbo(self, layer: int) -> None:
+        """Releases the previous generation of limbo, then rotates (after_layer)."""
+        add = self.counters.add
+        for slot in self.limbo_old:
+            read = self.reads.pop(slot)
+            add(layer, "stall_ms", 1000 * self.pool.wait(read))
+            target = read.key[0]
+            done, cancelled, _ = read.counts()
+            cls = "pf_cancelled" if done == 0 else "pf_partial" if cancelled else "pf_unused"
+            add(target, cls)
+            add(target, "bytes_spec", read.bytes_read)
+        self.slots.release(self.limbo_old)
+        self.limbo_old, self.limbo_new = self.limbo_new, []
+
+    def drain(self) -> None:
+        """Settles all speculation (before a rebuild or at the end of a run)."""
+        last = self.mc.num_layers - 1
+        for layer in range(self.mc.num_layers):
+            self._retire(layer)
+        self._release_limbo(last)
+        self._release_limbo(last)
+        self.counters.end_token(0.0, tokens=0)
+
+    def close(self) -> None:
+        self.drain()
+        self.pool.close()

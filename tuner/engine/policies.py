@@ -1,0 +1,80 @@
+"""Cache policies: the order in which arena slots become eviction victims.
+
+A policy only orders slots; the slot map decides which slots are eligible (never pinned,
+never with I/O in flight, never in limbo). A new policy is one class registered in
+`POLICIES`; the `decode_2q` knob picks between the two shipped here.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+
+
+class LRU:
+    """Least recently claimed first. Speculative inserts count as recent too."""
+
+    name = "lru"
+
+    def __init__(self) -> None:
+        self._order: OrderedDict[int, None] = OrderedDict()  # oldest first
+
+    def insert(self, slot: int, speculative: bool) -> None:
+        self._order[slot] = None
+        self._order.move_to_end(slot)
+
+    def claim(self, slot: int) -> None:
+        self._order.move_to_end(slot)
+
+    def touch(self, slot: int) -> None:
+        """A speculative hit (only called with prefetch_touch on)."""
+        self._order.move_to_end(slot)
+
+    def remove(self, slot: int) -> None:
+        self._order.pop(slot, None)
+
+    def victims(self) -> Iterator[int]:
+        yield from list(self._order)
+
+
+class TwoHit(LRU):
+    """Bounded two-hit protected LRU (seed 000 section 6; not full 2Q, LIRS or S3-FIFO).
+
+    Fresh slots start cold (reuse 0); the first real claim sets reuse 1 and leaves the slot
+    where it is; the second sets reuse 2 and promotes it. Victims are cold slots first, in
+    LRU order, then any slot. Speculation never counts as a claim and is inserted at the
+    victim end.
+    """
+
+    name = "2q"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._reuse: dict[int, int] = {}
+
+    def insert(self, slot: int, speculative: bool) -> None:
+        self._reuse[slot] = 0
+        self._order[slot] = None
+        self._order.move_to_end(slot, last=not speculative)
+
+    def claim(self, slot: int) -> None:
+        reuse = min(self._reuse.get(slot, 0) + 1, 2)
+        self._reuse[slot] = reuse
+        if reuse == 2:
+            self._order.move_to_end(slot)
+
+    def remove(self, slot: int) -> None:
+        super().remove(slot)
+        self._reuse.pop(slot, None)
+
+    def victims(self) -> Iterator[int]:
+        order = list(self._order)
+        yield from (s for s in order if self._reuse[s] < 2)
+        yield from (s for s in order if self._reuse[s] >= 2)
+
+
+POLICIES = {cls.name: cls for cls in (LRU, TwoHit)}
+
+
+def policy_name(decode_2q: bool) -> str:
+    return "2q" if decode_2q else "lru"

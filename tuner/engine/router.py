@@ -1,0 +1,47 @@
+"""Expert selection: exact top-k and the cache-aware moce router (seed 000 section 2).
+
+Ranks are picked in three segments, each by its own score over the not yet selected:
+
+    rank 0                   z_e                 (raw, when protect >= 1)
+    ranks 1 .. protect-1     z_e + bonus_r1 R_e
+    ranks protect .. k-1     z_e + bonus R_e
+
+where R_e = 1 when the expert is resident (published) for the router. Routing weights are
+the unboosted softmax of the selected logits, so the bonus changes which experts run,
+never how they are weighted. With bonus = bonus_r1 = 0 this is exactly top-k.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def segments(k: int, protect: int, bonus: float, bonus_r1: float) -> list[tuple[int, float]]:
+    """(picks, resident bonus) per segment, in rank order."""
+    p = max(0, min(protect, k))
+    raw = min(p, 1)
+    return [(n, b) for n, b in ((raw, 0.0), (p - raw, bonus_r1), (k - p, bonus)) if n > 0]
+
+
+def select(logits: torch.Tensor, resident: torch.Tensor | None, k: int, protect: int,
+           bonus: float, bonus_r1: float) -> torch.Tensor:
+    """Expert ids in rank order. logits [E] float; resident [E] bool or None."""
+    if resident is None or (bonus == 0 and bonus_r1 == 0):
+        return torch.topk(logits, k).indices
+    boost = resident.to(logits.dtype)
+    taken = torch.zeros_like(resident)
+    picks = []
+    for n, b in segments(k, protect, bonus, bonus_r1):
+        score = logits + b * boost if b else logits.clone()
+        score[taken] = float("-inf")
+        idx = torch.topk(score, n).indices
+        taken[idx] = True
+        picks.append(idx)
+    return torch.cat(picks)
+
+
+def weights(logits: torch.Tensor, sel: torch.Tensor, normalise: bool = True) -> torch.Tensor:
+    """Routing weights [k] from the unboosted logits of the selected experts."""
+    if normalise:
+        return logits[sel].float().softmax(-1)
+    return logits.float().softmax(-1)[sel]

@@ -1,0 +1,280 @@
+"""A decode session: the engine, its settings, a prompt source and the snapshots it publishes.
+
+The decode loop runs in its own thread (`start`) or synchronously (`run`). Settings arrive
+as whole validated `Config` objects and are applied at the next token boundary, atomically:
+live knobs in place, restart-class knobs (arena size, I/O pool, model) by rebuilding the
+engine in place. Every snapshot names the settings version that produced it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import fields
+from pathlib import Path
+
+import torch
+
+from tuner import __version__
+from tuner.engine import synth
+from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.counters import Counters
+from tuner.engine.decode import Engine
+from tuner.knobs import BY_NAME, Config, config_dict
+
+log = logging.getLogger(__name__)
+
+SCHEMA = 1
+RESTART = frozenset(k.name for k in BY_NAME.values() if k.restart)
+PROMPT_LEN = 16
+MAX_CHANGES = 200
+
+
+def pick_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def prompts(seed: int, vocab: int, topics: int):
+    """Endless built-in prompts: each a run of tokens from one topic of the demo model."""
+    g = torch.Generator().manual_seed(seed)
+    while True:
+        topic = int(torch.randint(0, topics, (1,), generator=g))
+        ids = torch.randint(0, max(1, vocab // topics), (PROMPT_LEN,), generator=g)
+        yield (ids * topics + topic).clamp(max=vocab - 1).tolist()
+
+
+def model_folder(cfg) -> Path:
+    return Path(cfg.model) if cfg.model else synth.ensure()
+
+
+class Session:
+    def __init__(self, cfg: Config | None = None, prompt_ids: list[int] | None = None,
+                 device: torch.device | None = None):
+        self.cfg = cfg or Config()
+        self.version = 1
+        self.applied_version = 1
+        self.device = device or pick_device()
+        self.prompt_ids = prompt_ids
+        self._lock = threading.Condition()
+        self._pending: tuple[Config, int] | None = None
+        self._reset_pending = False
+        self._paused = False
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self.error: str | None = None
+        self.changes: deque[dict] = deque(maxlen=MAX_CHANGES)
+        self.seq = 0
+        self._build()
+
+    # -- building ----------------------------------------------------------------------
+    def _build(self) -> None:
+        cfg = self.cfg
+        self.ckpt = Checkpoint(model_folder(cfg))
+        self.engine = Engine(self.ckpt, cfg, self.device)
+        mc = self.ckpt.config
+        topics = self.ckpt.raw_config.get("tuner_recipe", {}).get("topics", 1)
+        self._prompts = prompts(cfg.seed, mc.vocab_size, topics)
+        self._gen = torch.Generator().manual_seed(cfg.seed)
+        self._hash = hashlib.sha256()
+        self._feed: deque[int] = deque()
+        self._logits: torch.Tensor | None = None
+        self.pos = 0
+        self.conversations = 0
+        self.output_ids: deque[int] = deque(maxlen=4096)
+        self._resident = self.engine.resident_counts()
+
+    def _rebuild(self, cfg: Config) -> None:
+        self.engine.close()
+        self.cfg = cfg
+        self._build()
+
+    # -- control (any thread) ----------------------------------------------------------
+    def submit(self, cfg: Config) -> int:
+        """Queues whole new settings; returns the version they will carry."""
+        with self._lock:
+            self.version += 1
+            self._pending = (cfg, self.version)
+            self._lock.notify_all()
+            return self.version
+
+    def wait_applied(self, version: int, timeout: float = 30.0) -> bool:
+        with self._lock:
+            return self._lock.wait_for(lambda: self.applied_version >= version or
+                                       self.error is not None, timeout)
+
+    def pause(self) -> None:
+        with self._lock:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._lock:
+            self._paused = False
+            self.error = None
+            self._lock.notify_all()
+
+    def reset_counters(self) -> None:
+        with self._lock:
+            self._reset_pending = True
+            self._lock.notify_all()
+
+    @property
+    def state(self) -> str:
+        if self.error:
+            return "error"
+        return "paused" if self._paused else "running"
+
+    # -- the loop ----------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="tuner-decode", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop = True
+            self._lock.notify_all()
+        if self._thread:
+            self._thread.join(timeout=30)
+        self.engine.close()
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                if self._stop:
+                    return
+                boundary = self._boundary_locked()
+                if self._paused or self.error:
+                    self._lock.wait(0.1)
+                    continue
+            self._apply(boundary)
+            try:
+                self._token()
+            except Exception as err:  # shown in the snapshot; the loop waits for resume
+                log.exception("decode failed")
+                with self._lock:
+                    self.error = f"{type(err).__name__}: {err}"
+                    self._lock.notify_all()
+
+    def _boundary_locked(self):
+        pending, reset = self._pending, self._reset_pending
+        self._pending, self._reset_pending = None, False
+        if pending is not None and (self._paused or self.error):
+            self._apply((pending, reset))  # apply now: a paused session still takes settings
+            return (None, False)
+        if reset and (self._paused or self.error):
+            self._apply((None, True))
+            return (None, False)
+        return (pending, reset)
+
+    def _apply(self, boundary) -> None:
+        pending, reset = boundary
+        if pending is not None:
+            cfg, version = pending
+            old = self.cfg
+            changed = {f.name: [getattr(old, f.name), getattr(cfg, f.name)]
+                       for f in fields(cfg) if getattr(old, f.name) != getattr(cfg, f.name)}
+            if RESTART & changed.keys():
+                self._rebuild(cfg)
+            else:
+                self.cfg = cfg
+                self.engine.apply_live(cfg)
+            with self._lock:
+                self.changes.append({"version": version, "token": self.tokens,
+                                     "changed": changed, "rebuilt": bool(RESTART & changed.keys())})
+                self.applied_version = version
+                self._lock.notify_all()
+        if reset:
+            mc = self.ckpt.config
+            self.engine.counters = Counters(mc.num_layers, mc.num_experts, mc.top_k,
+                                            self.cfg.window)
+
+    def run(self, tokens: int) -> None:
+        """Decodes `tokens` tokens on the calling thread, then settles speculation."""
+        for _ in range(tokens):
+            with self._lock:
+                boundary = self._boundary_locked()
+            self._apply(boundary)
+            self._token()
+        self.engine.drain()
+
+    def _token(self) -> None:
+        eng, cfg = self.engine, self.cfg
+        if not self._feed:
+            if self._logits is None or self.pos >= cfg.context:
+                self._new_conversation()
+            else:
+                tok = self._sample(self._logits)
+                self.output_ids.append(tok)
+                self._feed.append(tok)
+        tok = self._feed.popleft()
+        t0 = time.perf_counter()
+        logits = eng.step(tok, self.pos)
+        self._logits = logits
+        self.pos += 1
+        self._resident = eng.resident_counts()
+        eng.counters.end_token(time.perf_counter() - t0)
+        self._hash.update(tok.to_bytes(4, "little"))
+        self._hash.update(logits.detach().cpu().numpy().tobytes())
+
+    def _new_conversation(self) -> None:
+        self.engine.reset_sequence()
+        self.pos = 0
+        self.conversations += 1
+        ids = self.prompt_ids if self.prompt_ids else next(self._prompts)
+        self._feed.extend(ids[: max(1, self.cfg.context - 1)])
+
+    def _sample(self, logits: torch.Tensor) -> int:
+        t = self.cfg.temperature
+        if t <= 0:
+            return int(torch.argmax(logits))
+        probs = torch.softmax(logits.float().cpu() / t, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=self._gen))
+
+    # -- snapshots ---------------------------------------------------------------------
+    @property
+    def tokens(self) -> int:
+        return self.engine.counters.read(False)[1]
+
+    def snapshot(self) -> dict:
+        """Plain data: the same dict goes to the websocket, the TUI, --json and /metrics."""
+        eng, mc = self.engine, self.ckpt.config
+        c = eng.counters
+        resident = list(self._resident)
+        with self._lock:
+            self.seq += 1
+            seq, version, applied = self.seq, self.version, self.applied_version
+            cfg, changes = self.cfg, list(self.changes)
+        cum, tokens, secs = c.read(False)
+        win, wtok, wsecs = c.read(True)
+        return {
+            "schema": SCHEMA,
+            "seq": seq,
+            "engine_version": __version__,
+            "state": self.state,
+            "error": self.error,
+            "settings_version": applied,
+            "pending_version": version if version != applied else None,
+            "settings": config_dict(cfg),
+            "model": {
+                "name": self.ckpt.name, "path": str(self.ckpt.folder), "arch": mc.arch,
+                "layers": mc.num_layers, "experts": mc.num_experts, "top_k": mc.top_k,
+                "expert_bytes": self.ckpt.expert_bytes,
+            },
+            "device": str(self.device),
+            "arena": {"slots": eng.slots.n, "policy": eng.slots.policy.name,
+                      "bytes": eng.slots.n * self.ckpt.expert_bytes},
+            "tokens": tokens,
+            "conversations": self.conversations,
+            "output_hash": self._hash.hexdigest()[:16],
+            "totals": c.totals(cum, tokens, secs, resident),
+            "layers": c.rows(cum, resident),
+            "window": {
+                "tokens": wtok,
+                "totals": c.totals(win, wtok, wsecs, resident),
+                "layers": c.rows(win, resident),
+            },
+            "notes": eng.notes(),
+            "changes": changes,
+        }

@@ -1,0 +1,31 @@
+"""Routing statistics of a session: popularity skew and predictor overlaps, as measured."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def skew(counts: np.ndarray) -> tuple[float, float]:
+    """(share of routings taken by the top 10 % of experts in %, max / mean)."""
+    total = counts.sum()
+    if not total:
+        return 0.0, 0.0
+    top = np.sort(counts)[::-1][: max(1, len(counts) // 10)]
+    return round(100 * top.sum() / total, 2), round(float(counts.max() / counts.mean()), 3)
+
+
+def routing_stats(session) -> dict:
+    snap = session.snapshot()
+    routed = session.engine.routed
+    layers = []
+    for row, counts in zip(snap["layers"], routed):
+        share, ratio = skew(counts)
+        layers.append({"layer": row["layer"], "routings": int(counts.sum()
+                       // session.ckpt.config.top_k), "stale_pct": row["stale_pct"],
+                       "prev_pct": row["prev_pct"], "ctrl_pct": row["ctrl_pct"],
+                       "top10_share": share, "max_over_mean": ratio})
+    totals = {k: snap["totals"][k] for k in ("stale_pct", "stale_whole_pct", "prev_pct",
+                                             "prev_whole_pct", "ctrl_pct", "ctrl_whole_pct")}
+    totals["top10_share"] = round(float(np.mean([r["top10_share"] for r in layers])), 2)
+    return {"model": snap["model"]["name"], "tokens": snap["tokens"], "totals": totals,
+            "layers": layers}

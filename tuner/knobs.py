@@ -1,0 +1,164 @@
+"""The knob table: every engine knob declared once.
+
+Env parsing, CLI flags, the web form, the TUI form, presets, validation messages and the
+README's knob table are all generated from `KNOBS`. This module is plain data (standard
+library only) so the engine can read it without importing any UI or settings library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, make_dataclass
+from typing import Any
+
+GROUPS = ("routing", "prefetch", "cache", "io", "hardware", "session")
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    env: str
+    type: type  # bool, int, float, str
+    default: Any
+    help: str
+    group: str
+    seed: str = "-"  # the source document that defines it
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] | None = None
+    unit: str = ""
+    restart: bool = False  # True: changing it rebuilds the arena / model in place
+
+    @property
+    def kind(self) -> str:
+        """How a form shows it: flag, choice, int, float or text."""
+        if self.type is bool:
+            return "flag"
+        if self.choices:
+            return "choice"
+        return {int: "int", float: "float"}.get(self.type, "text")
+
+    def allowed(self) -> str:
+        """The allowed values in words, for error messages and help."""
+        if self.type is bool:
+            return "0 or 1 (false or true)"
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.min is not None and self.max is not None:
+            return f"{self.type.__name__} in [{_num(self.min)}, {_num(self.max)}]"
+        if self.min is not None:
+            return f"{self.type.__name__} >= {_num(self.min)}"
+        return self.type.__name__
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "env": self.env,
+            "type": self.type.__name__,
+            "kind": self.kind,
+            "default": self.default,
+            "min": self.min,
+            "max": self.max,
+            "choices": list(self.choices) if self.choices else None,
+            "unit": self.unit,
+            "group": self.group,
+            "restart": self.restart,
+            "help": self.help,
+            "seed": self.seed,
+            "allowed": self.allowed(),
+        }
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+S000, S001, S002, S003 = "000", "001", "002", "003"
+
+KNOBS: tuple[Knob, ...] = (
+    # routing
+    Knob("moce_bonus", "STRATA_METAL_MOCE_BONUS", float, 0.0,
+         "resident bonus b added to the logit of resident experts after the protected picks; "
+         "0 = exact routing (bit-identical output)", "routing", S000, 0.0, 10.0, unit="logit"),
+    Knob("moce_protect", "STRATA_METAL_MOCE_PROTECT", int, 3,
+         "picks made by raw logit before the bonus applies", "routing", S000, 0, 64),
+    Knob("moce_bonus_r1", "STRATA_METAL_MOCE_BONUS_R1", float, 0.0,
+         "resident preference from rank 1 up to protect", "routing", S000, 0.0, 10.0,
+         unit="logit"),
+    # prefetch
+    Knob("prefetch", "STRATA_PREFETCH", str, "off",
+         "predictor whose guesses for the next layer are read ahead", "prefetch", S001,
+         choices=("off", "prev", "stale")),
+    Knob("prefetch_max", "STRATA_PREFETCH_MAX", int, 2,
+         "predicted misses speculated per layer (0 = all)", "prefetch", S001, 0, 512,
+         unit="experts"),
+    Knob("prefetch_unpert", "STRATA_METAL_PREFETCH_UNPERT", bool, True,
+         "1 = predict the raw top-k; 0 = ranks >= 3 predicted with the resident bonus",
+         "prefetch", S000),
+    Knob("prefetch_route", "STRATA_METAL_PREFETCH_ROUTE", bool, False,
+         "predict the set the moce router will pick (protect, bonus_r1); off when bonus <= 0",
+         "prefetch", S000),
+    Knob("prefetch_touch", "STRATA_METAL_PREFETCH_TOUCH", bool, False,
+         "a speculative hit on a resident expert promotes it in the cache order",
+         "prefetch", S000),
+    # cache
+    Knob("decode_2q", "STRATA_METAL_DECODE_2Q", bool, False,
+         "two-hit protected LRU: fresh slots start cold, the second claim promotes",
+         "cache", S000),
+    Knob("expert_cache", "STRATA_EXPERT_CACHE", int, 0,
+         "arena slots (0 = 20 % of the model's layer-expert pairs)", "cache", S000, 0, 1 << 20,
+         unit="slots", restart=True),
+    # io
+    Knob("io_workers", "STRATA_IO_WORKERS", int, 8,
+         "reader threads", "io", S000, 1, 64, unit="threads", restart=True),
+    Knob("io_urgent", "STRATA_IO_URGENT", int, 2,
+         "reader threads reserved for demand reads", "io", S000, 0, 63, unit="threads",
+         restart=True),
+    Knob("io_direct", "STRATA_IO_DIRECT", bool, False,
+         "read experts with O_DIRECT so reads bypass the page cache", "io", "-",
+         restart=True),
+    Knob("io_piece_kib", "STRATA_IO_PIECE_KIB", int, 256,
+         "size of one read job; an expert read is split into pieces of this size", "io",
+         S000, 4, 65536, unit="KiB", restart=True),
+    Knob("io_jitter_ms", "STRATA_IO_JITTER_MS", float, 0.0,
+         "random extra delay per read piece, up to this much (tests that timing never "
+         "leaks into residency)", "io", S000, 0.0, 1000.0, unit="ms"),
+    # hardware emulation
+    Knob("ssd_gbps", "STRATA_SSD_GBPS", float, 0.0,
+         "emulated store read bandwidth (0 = real speed)", "hardware", S002, 0.0, 1e4,
+         unit="GB/s"),
+    # session
+    Knob("model", "STRATA_MODEL", str, "",
+         "model folder (empty = the embedded default model)", "session", "-", restart=True),
+    Knob("seed", "STRATA_SEED", int, 0,
+         "seed for the prompt corpus and sampling", "session", "-", 0, 2**31 - 1,
+         restart=True),
+    Knob("temperature", "STRATA_TEMPERATURE", float, 0.8,
+         "sampling temperature (0 = greedy)", "session", "-", 0.0, 10.0),
+    Knob("context", "STRATA_CONTEXT", int, 256,
+         "tokens per conversation before the session starts the next prompt", "session",
+         "-", 8, 65536, unit="tokens", restart=True),
+    Knob("window", "STRATA_WINDOW", int, 64,
+         "sliding window of the windowed counters", "session", "-", 1, 100_000,
+         unit="tokens", restart=True),
+)
+
+BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}
+BY_ENV: dict[str, Knob] = {k.env: k for k in KNOBS}
+
+
+def lookup(key: str) -> Knob | None:
+    """A knob by its name or its STRATA_* alias."""
+    return BY_NAME.get(key) or BY_ENV.get(key)
+
+
+# The engine's plain view of validated settings: a frozen dataclass with one field per knob.
+Config = make_dataclass(
+    "Config",
+    [(k.name, k.type, field(default=k.default)) for k in KNOBS],
+    frozen=True,
+)
+Config.__doc__ = "Validated knob values as the engine reads them (see tuner.settings)."
+
+
+def config_dict(cfg: Any) -> dict[str, Any]:
+    return {f.name: getattr(cfg, f.name) for f in fields(cfg)}

@@ -1,0 +1,211 @@
+"""Tuning presets: partial settings documents in TOML, with metadata.
+
+    [preset]
+    name = "seed000-route"
+    description = "..."
+    created = "2026-11-29T12:00:00+00:00"
+    engine_version = "0.1.0"
+    based_on = "baseline"
+
+    [knobs]            # only the knobs that differ from the defaults
+    moce_bonus = 0.85
+
+Shipped presets live in the repository's `presets/` folder and are read-only; user presets
+live in the user folder and shadow shipped ones of the same name. Names are plain words
+(letters, digits, `.`, `_`, `-`), so no name can reach outside its folder. Writes are
+atomic (temporary file, then rename). A broken file is reported with its path and line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from tuner import __version__
+from tuner.knobs import BY_NAME
+from tuner.settings import Settings, SettingsError, non_default, normalise, validate
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+META_KEYS = ("name", "description", "created", "engine_version", "based_on")
+
+
+class PresetError(ValueError):
+    def __init__(self, where: str, message: str, line: int | None = None):
+        self.where, self.line = where, line
+        at = f"{where}:{line}" if line else where
+        super().__init__(f"{at}: {message}")
+
+
+@dataclass
+class Preset:
+    name: str
+    knobs: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+    shipped: bool = False
+
+    def settings(self, base: Settings | None = None) -> Settings:
+        """The preset's knobs on top of `base` (defaults when None)."""
+        start = base.model_dump() if base is not None else {}
+        return validate({**start, **self.knobs})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "meta": self.meta, "knobs": self.knobs,
+                "shipped": self.shipped}
+
+
+def shipped_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "presets"
+
+
+def user_dir() -> Path:
+    base = os.environ.get("TUNER_HOME") or os.path.join(
+        os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "tuner")
+    return Path(base) / "presets"
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name) or ".." in name:
+        raise PresetError(repr(name), "a preset name is 1-64 letters, digits, '.', '_' or '-', "
+                          "starting with a letter or digit, with no '..'")
+    return name
+
+
+def _line_of(text: str, key: str) -> int | None:
+    pat = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=", re.M)
+    m = pat.search(text)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def parse(text: str, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(knobs, meta) of a preset document; raises PresetError naming the line."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        line = getattr(err, "lineno", None)
+        raise PresetError(where, f"not valid TOML: {err}", line) from None
+    extra = set(doc) - {"preset", "knobs"}
+    if extra:
+        key = sorted(extra)[0]
+        raise PresetError(where, f"unknown table or key {key!r}; a preset has [preset] "
+                          "and [knobs]", _line_of(text, key) or _line_of(text, f"[{key}"))
+    meta = doc.get("preset", {})
+    knobs = doc.get("knobs", {})
+    if not isinstance(meta, dict) or not isinstance(knobs, dict):
+        raise PresetError(where, "[preset] and [knobs] must be tables")
+    bad_meta = set(meta) - set(META_KEYS)
+    if bad_meta:
+        key = sorted(bad_meta)[0]
+        raise PresetError(where, f"unknown [preset] key {key!r}; allowed: "
+                          f"{', '.join(META_KEYS)}", _line_of(text, key))
+    knobs = normalise(knobs)
+    try:
+        validate(knobs)
+    except SettingsError as err:
+        key, msg = next(iter(err.problems.items()))
+        raise PresetError(where, msg, _line_of(text, key)) from None
+    return knobs, meta
+
+
+def load_file(path: Path, shipped: bool = False) -> Preset:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise PresetError(str(path), f"cannot be read: {err}") from None
+    knobs, meta = parse(text, str(path))
+    return Preset(meta.get("name", path.stem), knobs, meta, path, shipped)
+
+
+class Store:
+    """Shipped and user presets; lookups by name, never by path."""
+
+    def __init__(self, user: Path | None = None, shipped: Path | None = None):
+        self.user = Path(user) if user else user_dir()
+        self.shipped = Path(shipped) if shipped else shipped_dir()
+
+    def _path(self, name: str) -> tuple[Path, bool]:
+        check_name(name)
+        for folder, shipped in ((self.user, False), (self.shipped, True)):
+            p = folder / f"{name}.toml"
+            if p.is_file():
+                return p, shipped
+        raise PresetError(name, f"no preset of that name; known: {', '.join(self.names())}")
+
+    def names(self) -> list[str]:
+        found = {p.stem for d in (self.user, self.shipped) if d.is_dir()
+                 for p in d.glob("*.toml") if NAME_RE.match(p.stem)}
+        return sorted(found)
+
+    def get(self, name: str) -> Preset:
+        path, shipped = self._path(name)
+        preset = load_file(path, shipped)
+        preset.name = name
+        return preset
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every preset with its metadata; broken ones are listed with their error."""
+        out = []
+        for name in self.names():
+            try:
+                p = self.get(name)
+                out.append({"name": name, "shipped": p.shipped, "meta": p.meta,
+                            "knobs": p.knobs, "error": None})
+            except PresetError as err:
+                out.append({"name": name, "shipped": None, "meta": {}, "knobs": {},
+                            "error": str(err)})
+        return out
+
+    def save(self, name: str, settings: Settings, description: str = "",
+             based_on: str | None = None) -> Preset:
+        check_name(name)
+        meta = {"name": name, "description": description,
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "engine_version": __version__}
+        if based_on:
+            meta["based_on"] = based_on
+        knobs = non_default(settings)
+        doc = {"preset": meta, "knobs": knobs}
+        self.user.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.user, prefix=f".{name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                tomli_w.dump(doc, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.user / f"{name}.toml")
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return Preset(name, knobs, meta, self.user / f"{name}.toml", False)
+
+    def delete(self, name: str) -> None:
+        check_name(name)
+        path = self.user / f"{name}.toml"
+        if not path.is_file():
+            shipped = (self.shipped / f"{name}.toml").is_file()
+            raise PresetError(name, "shipped presets cannot be deleted" if shipped
+                              else "no user preset of that name")
+        path.unlink()
+
+
+def resolve(ref: str, store: Store | None = None) -> Preset:
+    """A preset given on the command line: a name in the store, or a path to a .toml file."""
+    if ref.endswith(".toml") or os.sep in ref:
+        return load_file(Path(ref))
+    return (store or Store()).get(ref)
+
+
+def knob_diff(a: Settings, b: Settings) -> list[dict[str, Any]]:
+    """Rows of knobs whose values differ, in knob-table order."""
+    da, db = a.model_dump(), b.model_dump()
+    return [{"knob": k, "env": BY_NAME[k].env, "a": da[k], "b": db[k]}
+            for k in BY_NAME if da[k] != db[k]]
