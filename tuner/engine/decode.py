@@ -63,6 +63,7 @@ class Engine:
         self.limbo_old: list[int] = []
         self.prev_sel: list[list[int] | None] = [None] * L
         self.routed = np.zeros((L, E))  # routings per (layer, expert), for popularity
+        self.route_log: list[list[int]] | None = None  # set to a list to record routings
         self.apply_live(cfg)
 
     # -- settings ----------------------------------------------------------------------
@@ -106,6 +107,8 @@ class Engine:
             logits = dec.router_logits(l, x)
             sel = self._route(l, logits)
             self.routed[l, sel] += 1
+            if self.route_log is not None:
+                self.route_log.append(sel)
             self._probe(l, sel, x, stale_next)
             stale_next = dec.router_logits(l + 1, x) if l + 1 < L else None
             sources = self._claim(l, sel)

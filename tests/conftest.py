@@ -1,0 +1,37 @@
+"""Shared fixtures: a tiny model made by the same generator as the demo model, and a
+private TUNER_HOME so tests never touch the user's presets or model cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tuner.engine import synth
+from tuner.knobs import Config
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    return synth.write(synth.TINY, tmp_path_factory.mktemp("models") / "tiny")
+
+
+@pytest.fixture(autouse=True)
+def tuner_home(tmp_path, monkeypatch) -> Path:
+    home = tmp_path / "tuner-home"
+    monkeypatch.setenv("TUNER_HOME", str(home))
+    for var in [v for v in __import__("os").environ if v.startswith("STRATA_")]:
+        monkeypatch.delenv(var)
+    return home
+
+
+@pytest.fixture
+def tiny_config(tiny_model) -> Config:
+    """Engine settings for the tiny model: a 16-slot arena (a quarter of its pairs)."""
+    return Config(model=str(tiny_model), expert_cache=16, io_workers=3, io_urgent=1)
+
+
+@pytest.fixture
+def tiny_overrides(tiny_model) -> dict:
+    """The same as knob values, for settings.load / the REST API / CLI flags."""
+    return {"model": str(tiny_model), "expert_cache": 16, "io_workers": 3, "io_urgent": 1}
