@@ -80,9 +80,17 @@ def check_name(name: str) -> str:
 
 
 def _line_of(text: str, key: str) -> int | None:
-    pat = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=", re.M)
-    m = pat.search(text)
+    """Line of `key = ...` or of the table header `[key]`."""
+    k = re.escape(key)
+    m = re.search(rf"^\s*(?:[\"']?{k}[\"']?\s*=|\[\s*{k}\s*\])", text, re.M)
     return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def _toml_error_line(err: tomllib.TOMLDecodeError, text: str) -> int | None:
+    m = re.search(r"at line (\d+)", str(err))
+    if m:
+        return int(m.group(1))
+    return text.count("\n") + (not text.endswith("\n")) if "end of document" in str(err) else None
 
 
 def parse(text: str, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -90,13 +98,12 @@ def parse(text: str, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        line = getattr(err, "lineno", None)
-        raise PresetError(where, f"not valid TOML: {err}", line) from None
+        raise PresetError(where, f"not valid TOML: {err}", _toml_error_line(err, text)) from None
     extra = set(doc) - {"preset", "knobs"}
     if extra:
         key = sorted(extra)[0]
         raise PresetError(where, f"unknown table or key {key!r}; a preset has [preset] "
-                          "and [knobs]", _line_of(text, key) or _line_of(text, f"[{key}"))
+                          "and [knobs]", _line_of(text, key))
     meta = doc.get("preset", {})
     knobs = doc.get("knobs", {})
     if not isinstance(meta, dict) or not isinstance(knobs, dict):

@@ -1,0 +1,158 @@
+"""Engine invariants on the tiny model: determinism, bit-identity at bonus 0, counters that
+add up, timing that never leaks into residency, live settings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from tuner.engine.counters import COUNTERS, PF_CLASSES
+from tuner.engine.session import Session
+
+TOKENS = 120
+
+
+def run(cfg, tokens: int = TOKENS) -> dict:
+    s = Session(cfg)
+    try:
+        s.run(tokens)
+        return s.snapshot()
+    finally:
+        s.engine.close()
+
+
+def counts(snap: dict) -> list[tuple]:
+    keys = ("lookups", "hits", "sync_misses", "pf_issued", "evictions", "resident")
+    return [tuple(row[k] for k in keys) for row in snap["layers"]]
+
+
+def test_same_settings_same_tokens_and_counters(tiny_config):
+    a, b = run(tiny_config), run(tiny_config)
+    assert a["output_hash"] == b["output_hash"]
+    assert counts(a) == counts(b)
+
+
+@pytest.mark.parametrize("changes", [
+    {"expert_cache": 6}, {"expert_cache": 40}, {"expert_cache": 64}, {"decode_2q": True},
+    {"prefetch": "stale"}, {"prefetch": "stale", "prefetch_max": 0}, {"prefetch": "prev"},
+    {"prefetch": "stale", "decode_2q": True, "prefetch_touch": True},
+    {"io_workers": 1, "io_urgent": 0, "io_piece_kib": 4}, {"io_direct": True},
+    {"moce_protect": 0, "prefetch_route": True},
+])
+def test_bonus_zero_output_is_bit_identical(tiny_config, changes):
+    base = run(tiny_config)
+    other = run(replace(tiny_config, **changes))
+    assert other["output_hash"] == base["output_hash"]
+
+
+def test_bonus_changes_output_and_raises_hit_rate(tiny_config):
+    base = run(tiny_config, 200)
+    moce = run(replace(tiny_config, moce_bonus=0.85), 200)
+    assert moce["output_hash"] != base["output_hash"]
+    assert moce["totals"]["hit_rate"] > base["totals"]["hit_rate"] + 5
+
+
+@pytest.mark.parametrize("prefetch", ["off", "stale"])
+def test_counters_add_up(tiny_config, prefetch):
+    snap = run(replace(tiny_config, prefetch=prefetch, prefetch_max=0))
+    for row in snap["layers"]:
+        assert row["hits"] + row["sync_misses"] + row["pf_late"] + row["pf_timely"] \
+            == row["lookups"]
+        assert row["pf_issued"] == sum(row[c] for c in PF_CLASSES)  # drained at the end
+    for col in COUNTERS:
+        total = sum(row[col.name] for row in snap["layers"])
+        rounding = 0.01 if col.unit == "ms" else 0  # rows and totals round ms to 3 places
+        assert snap["totals"][col.name] == pytest.approx(total, abs=rounding)
+    assert snap["totals"]["lookups"] == TOKENS * snap["model"]["layers"] * snap["model"]["top_k"]
+    if prefetch == "stale":
+        assert snap["totals"]["pf_issued"] > 0
+
+
+def test_read_timing_never_leaks_into_residency(tiny_config):
+    """Random delays in every read: the same residency and hit/miss counts; only the
+    timely/late split, partial/cancelled split and stall times may move."""
+    cfg = replace(tiny_config, prefetch="stale", prefetch_max=0, ssd_gbps=2.0)
+    calm = run(cfg)
+    noisy = run(replace(cfg, io_jitter_ms=3.0, io_workers=2, io_urgent=1))
+    assert noisy["output_hash"] == calm["output_hash"]
+    assert counts(noisy) == counts(calm)
+    for a, b in zip(calm["layers"], noisy["layers"]):
+        assert a["pf_late"] + a["pf_timely"] == b["pf_late"] + b["pf_timely"]
+
+
+def test_arena_bytes_equal_the_checkpoint(tiny_config):
+    s = Session(tiny_config)
+    try:
+        s.run(20)
+        eng = s.engine
+        for slot, key in enumerate(eng.slots.key):
+            if key is not None and eng.slots.state[slot] == "resident":
+                assert torch.equal(eng.mem[slot], s.ckpt.expert_tensor(*key))
+    finally:
+        s.engine.close()
+
+
+def test_window_counts_only_recent_tokens(tiny_config):
+    snap = run(replace(tiny_config, window=10), 50)
+    assert snap["window"]["tokens"] == 10
+    assert snap["window"]["totals"]["lookups"] == 10 * 4 * 4
+
+
+def test_predictor_probe_scores(tiny_config):
+    snap = run(tiny_config)
+    layer0 = snap["layers"][0]
+    assert layer0["stale_scored"] == 0 and layer0["stale_pct"] is None  # '-' not 0
+    assert all(r["ctrl_pct"] == 100.0 for r in snap["layers"])
+    # the first token of each conversation is unscored for prev-token
+    assert snap["layers"][1]["prev_scored"] == TOKENS - snap["conversations"]
+
+
+def test_live_change_applies_at_token_boundary(tiny_config):
+    s = Session(tiny_config)
+    s.start()
+    try:
+        v = s.submit(replace(tiny_config, decode_2q=True, moce_bonus=0.5))
+        assert s.wait_applied(v, 30)
+        snap = s.snapshot()
+        assert snap["settings_version"] == v
+        assert snap["settings"]["decode_2q"] and snap["arena"]["policy"] == "2q"
+        assert snap["changes"][-1]["changed"]["moce_bonus"] == [0.0, 0.5]
+        v2 = s.submit(replace(tiny_config, expert_cache=24))  # restart-class: rebuilds
+        assert s.wait_applied(v2, 30)
+        snap = s.snapshot()
+        assert snap["arena"]["slots"] == 24 and snap["changes"][-1]["rebuilt"]
+        s.pause()
+        v3 = s.submit(replace(tiny_config, expert_cache=24, prefetch="stale"))
+        assert s.wait_applied(v3, 30)  # a paused session still takes settings
+        assert s.snapshot()["state"] == "paused"
+    finally:
+        s.stop()
+
+
+def test_reset_counters(tiny_config):
+    s = Session(tiny_config)
+    s.run(10)
+    s.reset_counters()
+    s.run(3)
+    assert s.snapshot()["tokens"] == 3
+    s.engine.close()
+
+
+def test_engine_imports_no_ui_or_settings_library():
+    code = ("import sys, tuner.engine.session, tuner.engine.decode;"
+            "bad = [m for m in ('pydantic', 'pydantic_settings', 'textual', 'fastapi',"
+            " 'uvicorn', 'starlette') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_routed_counts_match_lookups(tiny_config):
+    s = Session(tiny_config)
+    s.run(30)
+    assert np.sum(s.engine.routed) == s.snapshot()["totals"]["lookups"]
+    s.engine.close()
