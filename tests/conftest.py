@@ -35,3 +35,20 @@ def tiny_config(tiny_model) -> Config:
 def tiny_overrides(tiny_model) -> dict:
     """The same as knob values, for settings.load / the REST API / CLI flags."""
     return {"model": str(tiny_model), "expert_cache": 16, "io_workers": 3, "io_urgent": 1}
+
+
+def run_session(cfg: Config, tokens: int = 120) -> dict:
+    """Decodes `tokens` tokens synchronously and returns the final snapshot."""
+    from tuner.engine.session import Session
+
+    s = Session(cfg)
+    try:
+        s.run(tokens)
+        return s.snapshot()
+    finally:
+        s.engine.close()
+
+
+@pytest.fixture
+def run():
+    return run_session

@@ -9,18 +9,27 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from tuner.engine.session import Session
 from tuner.knobs import KNOBS
 from tuner.presets import Preset, Store, knob_diff
-from tuner.settings import Settings, apply, to_config
+from tuner.settings import Settings, SettingsError, apply, to_config
 
 
 def session_base(current: Settings) -> Settings:
     """Defaults, except the session group, which keeps its current values."""
     keep = {k.name: getattr(current, k.name) for k in KNOBS if k.group == "session"}
     return Settings(**keep)
+
+
+def check_model(folder: str) -> None:
+    """Rejects a model folder the engine could not open. Checked before submitting because a
+    rebuild that fails leaves the decode thread without an engine."""
+    if folder and not (Path(folder) / "config.json").is_file():
+        raise SettingsError({"model": f"model (STRATA_MODEL) = {folder!r} is not a model "
+                                      "folder: it has no config.json"})
 
 
 class Controller:
@@ -49,9 +58,15 @@ class Controller:
             return self._submit(settings)
 
     def _submit(self, new: Settings) -> int:
+        if new.model != self.settings.model:
+            check_model(new.model)
         version = self.session.submit(to_config(new))
-        self.settings = new
         self.session.wait_applied(version, self.apply_timeout)
+        rejected = self.session.rejection(version)
+        if rejected:
+            raise SettingsError({"settings": f"version {version} was rejected by the engine, "
+                                             f"which kept the previous settings: {rejected}"})
+        self.settings = new
         return version
 
     def state(self) -> dict[str, Any]:

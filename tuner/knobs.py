@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any
 
-GROUPS = ("routing", "prefetch", "cache", "io", "hardware", "session")
+GROUPS = ("routing", "prefetch", "cache", "io", "tiers", "hardware", "session")
 
 
 @dataclass(frozen=True)
@@ -122,9 +122,41 @@ KNOBS: tuple[Knob, ...] = (
     Knob("io_jitter_ms", "STRATA_IO_JITTER_MS", float, 0.0,
          "random extra delay per read piece, up to this much (tests that timing never "
          "leaks into residency)", "io", S000, 0.0, 1000.0, unit="ms"),
+    # tiers
+    Knob("cpu_pool", "STRATA_CPU_POOL", bool, False,
+         "three execution sites: misses are computed over the link or on the CPU from host "
+         "RAM instead of streamed into the arena; residency moves only by the adaptive tier "
+         "and adapt-fetch admissions", "tiers", S002),
+    Knob("pcie_frac", "STRATA_PCIE_FRAC", float, 0.0,
+         "share of a layer's misses sent over the link, the rest to the CPU site "
+         "(with cpu_pool)", "tiers", S002, 0.0, 1.0),
+    Knob("adapt_fetch", "STRATA_ADAPT_FETCH", int, 0,
+         "1: the link share takes the most-routed misses and can admit them into the arena; "
+         "2: as 1, and the tier skips layers where an admission ran", "tiers", S003, 0, 2),
+    Knob("adapt_fetch_min", "STRATA_ADAPT_FETCH_MIN", float, 1.0,
+         "decayed routing count a fetched expert needs to be admitted", "tiers", S003,
+         0.0, 1e6),
+    Knob("adapt_fetch_margin", "STRATA_ADAPT_FETCH_MARGIN", float, 0.5,
+         "how much more routed than the displaced resident an admitted expert must be",
+         "tiers", S003, 0.0, 1e6),
+    Knob("adapt_fetch_verify", "STRATA_ADAPT_FETCH_VERIFY", bool, False,
+         "read every admitted slot back and compare it with the expert's bytes",
+         "tiers", S003),
+    Knob("adapt_every", "STRATA_ADAPT_EVERY", int, 0,
+         "adaptive tier round length: every this many tokens the most-routed non-residents "
+         "replace the least-routed residents (0 = tier off)", "tiers", S003, 0, 1_000_000,
+         unit="tokens"),
+    Knob("adapt_decay", "STRATA_ADAPT_DECAY", float, 0.95,
+         "per-token decay of the per-layer routing counts", "tiers", S003, 0.0, 1.0),
     # hardware emulation
     Knob("ssd_gbps", "STRATA_SSD_GBPS", float, 0.0,
          "emulated store read bandwidth (0 = real speed)", "hardware", S002, 0.0, 1e4,
+         unit="GB/s"),
+    Knob("link_gbps", "STRATA_LINK_GBPS", float, 0.0,
+         "emulated host-to-device link bandwidth (0 = real speed)", "hardware", S002,
+         0.0, 1e4, unit="GB/s"),
+    Knob("cpu_gbps", "STRATA_CPU_GBPS", float, 0.0,
+         "emulated CPU-site expert bandwidth (0 = real speed)", "hardware", S002, 0.0, 1e4,
          unit="GB/s"),
     # session
     Knob("model", "STRATA_MODEL", str, "",

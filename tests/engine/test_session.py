@@ -17,21 +17,12 @@ from tuner.engine.session import Session
 TOKENS = 120
 
 
-def run(cfg, tokens: int = TOKENS) -> dict:
-    s = Session(cfg)
-    try:
-        s.run(tokens)
-        return s.snapshot()
-    finally:
-        s.engine.close()
-
-
 def counts(snap: dict) -> list[tuple]:
     keys = ("lookups", "hits", "sync_misses", "pf_issued", "evictions", "resident")
     return [tuple(row[k] for k in keys) for row in snap["layers"]]
 
 
-def test_same_settings_same_tokens_and_counters(tiny_config):
+def test_same_settings_same_tokens_and_counters(tiny_config, run):
     a, b = run(tiny_config), run(tiny_config)
     assert a["output_hash"] == b["output_hash"]
     assert counts(a) == counts(b)
@@ -44,13 +35,13 @@ def test_same_settings_same_tokens_and_counters(tiny_config):
     {"io_workers": 1, "io_urgent": 0, "io_piece_kib": 4}, {"io_direct": True},
     {"moce_protect": 0, "prefetch_route": True},
 ])
-def test_bonus_zero_output_is_bit_identical(tiny_config, changes):
+def test_bonus_zero_output_is_bit_identical(tiny_config, run, changes):
     base = run(tiny_config)
     other = run(replace(tiny_config, **changes))
     assert other["output_hash"] == base["output_hash"]
 
 
-def test_bonus_changes_output_and_raises_hit_rate(tiny_config):
+def test_bonus_changes_output_and_raises_hit_rate(tiny_config, run):
     base = run(tiny_config, 200)
     moce = run(replace(tiny_config, moce_bonus=0.85), 200)
     assert moce["output_hash"] != base["output_hash"]
@@ -58,7 +49,7 @@ def test_bonus_changes_output_and_raises_hit_rate(tiny_config):
 
 
 @pytest.mark.parametrize("prefetch", ["off", "stale"])
-def test_counters_add_up(tiny_config, prefetch):
+def test_counters_add_up(tiny_config, run, prefetch):
     snap = run(replace(tiny_config, prefetch=prefetch, prefetch_max=0))
     for row in snap["layers"]:
         assert row["hits"] + row["sync_misses"] + row["pf_late"] + row["pf_timely"] \
@@ -73,7 +64,7 @@ def test_counters_add_up(tiny_config, prefetch):
         assert snap["totals"]["pf_issued"] > 0
 
 
-def test_read_timing_never_leaks_into_residency(tiny_config):
+def test_read_timing_never_leaks_into_residency(tiny_config, run):
     """Random delays in every read: the same residency and hit/miss counts; only the
     timely/late split, partial/cancelled split and stall times may move."""
     cfg = replace(tiny_config, prefetch="stale", prefetch_max=0, ssd_gbps=2.0)
@@ -97,13 +88,13 @@ def test_arena_bytes_equal_the_checkpoint(tiny_config):
         s.engine.close()
 
 
-def test_window_counts_only_recent_tokens(tiny_config):
+def test_window_counts_only_recent_tokens(tiny_config, run):
     snap = run(replace(tiny_config, window=10), 50)
     assert snap["window"]["tokens"] == 10
     assert snap["window"]["totals"]["lookups"] == 10 * 4 * 4
 
 
-def test_predictor_probe_scores(tiny_config):
+def test_predictor_probe_scores(tiny_config, run):
     snap = run(tiny_config)
     layer0 = snap["layers"][0]
     assert layer0["stale_scored"] == 0 and layer0["stale_pct"] is None  # '-' not 0
@@ -156,3 +147,23 @@ def test_routed_counts_match_lookups(tiny_config):
     s.run(30)
     assert np.sum(s.engine.routed) == s.snapshot()["totals"]["lookups"]
     s.engine.close()
+
+
+def test_failed_rebuild_keeps_the_running_engine(tiny_config, tmp_path):
+    bad = tmp_path / "not-a-model"
+    bad.mkdir()
+    (bad / "config.json").write_text('{"model_type": "llama"}')
+    s = Session(tiny_config)
+    s.start()
+    try:
+        v = s.submit(replace(tiny_config, model=str(bad)))
+        assert s.wait_applied(v, 30)
+        assert "unsupported model_type 'llama'" in s.rejection(v)
+        snap = s.snapshot()
+        assert snap["state"] == "running" and snap["settings"]["model"] == str(tiny_config.model)
+        tokens = snap["tokens"]
+        v2 = s.submit(replace(tiny_config, moce_bonus=0.3))
+        assert s.wait_applied(v2, 30) and s.rejection(v2) is None
+        assert s.snapshot()["tokens"] > tokens
+    finally:
+        s.stop()

@@ -24,7 +24,8 @@ class Column:
 COUNTERS: tuple[Column, ...] = (
     Column("lookups", "experts", "routed (layer, expert) lookups"),
     Column("hits", "experts", "lookups found resident in the arena"),
-    Column("sync_misses", "experts", "lookups that waited for a demand read"),
+    Column("sync_misses", "experts", "lookups that missed: waited for a demand read, or with "
+           "cpu_pool were computed at the link or CPU site"),
     Column("bypass", "experts", "misses computed from a staging buffer: no slot was eligible"),
     Column("pf_issued", "experts", "speculative reads issued for this layer"),
     Column("pf_cancelled", "experts", "speculation cancelled before any byte was read"),
@@ -37,6 +38,16 @@ COUNTERS: tuple[Column, ...] = (
     Column("bytes_demand", "bytes", "bytes read on demand"),
     Column("bytes_spec", "bytes", "bytes read speculatively"),
     Column("evictions", "experts", "experts of this layer evicted from the arena"),
+    Column("link_experts", "experts", "misses copied over the link and computed on the device"),
+    Column("cpu_experts", "experts", "misses computed on the CPU from host RAM"),
+    Column("vram_ms", "ms", "time computing resident experts (cpu_pool)"),
+    Column("link_ms", "ms", "time of the link site: copies plus device compute (cpu_pool)"),
+    Column("cpu_ms", "ms", "time of the CPU site (cpu_pool)"),
+    Column("bytes_link", "bytes", "bytes copied over the link: link share and tier swaps"),
+    Column("admissions", "experts", "link-fetched experts admitted into the arena"),
+    Column("verified", "experts", "admitted slots read back and compared"),
+    Column("mismatches", "experts", "admitted slots whose bytes differed from the expert's"),
+    Column("tier_swaps", "experts", "experts the adaptive tier moved into the arena"),
     Column("prev_scored", "routings", "routings the prev-token predictor ranked"),
     Column("prev_slots", "experts", "routed experts the prev-token predictor named"),
     Column("prev_whole", "routings", "routings the prev-token predictor named exactly"),
@@ -56,6 +67,7 @@ DERIVED: tuple[Column, ...] = (
     Column("hit_rate", "%", "hits / lookups"),
     Column("resident", "experts", "experts of this layer resident now (not windowed)"),
     Column("residency", "%", "resident / experts per layer (not windowed)"),
+    Column("cpu_fraction", "%", "cpu_experts / (cpu_experts + link_experts)"),
     *(Column(f"{p}_pct", "%", f"{p} predictor: routed experts named / routed experts scored "
              "(- where nothing was scored)") for p in PREDICTORS),
     *(Column(f"{p}_whole_pct", "%", f"{p} predictor: routings named exactly / scored")
@@ -110,6 +122,8 @@ class Counters:
             row["hit_rate"] = _pct(c[IDX["hits"]], c[IDX["lookups"]])
             row["resident"] = resident[layer]
             row["residency"] = _pct(resident[layer], self.experts)
+            row["cpu_fraction"] = _pct(c[IDX["cpu_experts"]],
+                                       c[IDX["cpu_experts"]] + c[IDX["link_experts"]])
             for p in PREDICTORS:
                 scored = c[IDX[f"{p}_scored"]]
                 row[f"{p}_pct"] = _pct(c[IDX[f"{p}_slots"]], scored * self.top_k)
@@ -135,6 +149,9 @@ class Counters:
             "bytes_per_token": round(nbytes / tokens) if tokens else None,
             "spec_bytes_per_token": round(s[IDX["bytes_spec"]] / tokens) if tokens else None,
             "read_gbps": round(nbytes / seconds / 1e9, 4) if seconds else None,
+            "link_bytes_per_token": round(s[IDX["bytes_link"]] / tokens) if tokens else None,
+            "cpu_fraction": _pct(s[IDX["cpu_experts"]],
+                                 s[IDX["cpu_experts"]] + s[IDX["link_experts"]]),
             "issue_usefulness": _pct(useful, issued),
             "timely_usefulness": _pct(s[IDX["pf_timely"]], issued),
             "pf_pending": _round(issued - sum(s[IDX[c]] for c in PF_CLASSES)),

@@ -29,6 +29,7 @@ from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
 from tuner.engine.slots import RESIDENT, SPEC, SlotMap
 from tuner.engine.store import Read, ReadPool
+from tuner.engine.tiers import HostCopy, Sites, Tier
 
 DEFAULT_ARENA_SHARE = 0.20
 
@@ -64,16 +65,26 @@ class Engine:
         self.prev_sel: list[list[int] | None] = [None] * L
         self.routed = np.zeros((L, E))  # routings per (layer, expert), for popularity
         self.route_log: list[list[int]] | None = None  # set to a list to record routings
+        self.tier = Tier(L, E, self.slots)
+        self.sites: Sites | None = None  # made when cpu_pool is first switched on
+        self.steps = 0
         self.apply_live(cfg)
 
     # -- settings ----------------------------------------------------------------------
     def apply_live(self, cfg) -> None:
         """Takes the live knobs of `cfg` (called between tokens only)."""
+        if cfg.cpu_pool and self.sites is None:
+            self.drain()  # no speculation in flight once misses stop streaming
+            self.sites = Sites(HostCopy(self.ckpt), self.mem, self.views, self.ckpt.expert_bytes)
         self.cfg = cfg
-        self.pool.ssd_gbps = cfg.ssd_gbps
+        self.pool.ssd.gbps = cfg.ssd_gbps
         self.pool.jitter_ms = cfg.io_jitter_ms
+        if self.sites:
+            self.sites.link_line.gbps = cfg.link_gbps
+            self.sites.cpu_line.gbps = cfg.cpu_gbps
         self.slots.set_policy(policy_name(cfg.decode_2q))
         self.use_residency = cfg.moce_bonus > 0 or cfg.moce_bonus_r1 > 0
+        self.adapt_fetch = cfg.cpu_pool and cfg.adapt_fetch > 0 and cfg.pcie_frac > 0
 
     def notes(self) -> list[str]:
         cfg, out = self.cfg, []
@@ -82,6 +93,15 @@ class Engine:
         if cfg.expert_cache > self.slots.n:
             out.append(f"expert_cache {cfg.expert_cache} capped at {self.slots.n}: "
                        "the model has no more layer-expert pairs")
+        if not cfg.cpu_pool and (cfg.pcie_frac or cfg.adapt_fetch or cfg.adapt_every):
+            out.append("pcie_frac, adapt_fetch and adapt_every act only with cpu_pool = 1")
+        if cfg.cpu_pool and cfg.prefetch != "off":
+            out.append("prefetch is off with cpu_pool: misses are not streamed into the arena")
+        if cfg.cpu_pool and cfg.adapt_fetch and not cfg.pcie_frac:
+            out.append("adapt_fetch is off: there is no link share (pcie_frac = 0)")
+        if cfg.cpu_pool and not cfg.adapt_every and not self.adapt_fetch:
+            out.append("with cpu_pool the arena changes only by the adaptive tier "
+                       "(adapt_every) and adapt-fetch; both are off")
         if cfg.moce_protect > self.mc.top_k:
             out.append(f"moce_protect {cfg.moce_protect} acts as {self.mc.top_k} (top-k)")
         return out
@@ -97,7 +117,10 @@ class Engine:
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:
         """Runs one token at position `pos`; returns its logits [V]."""
-        dec, L = self.dec, self.mc.num_layers
+        dec, L, cfg = self.dec, self.mc.num_layers, self.cfg
+        if cfg.cpu_pool and cfg.adapt_every and self.steps and self.steps % cfg.adapt_every == 0:
+            self._tier_round()
+        self.steps += 1
         h = dec.embed_token(token)
         stale_next: torch.Tensor | None = None  # layer l's router on layer l-1's input
         for l in range(L):
@@ -107,14 +130,20 @@ class Engine:
             logits = dec.router_logits(l, x)
             sel = self._route(l, logits)
             self.routed[l, sel] += 1
+            self.tier.observe(l, sel, cfg.adapt_decay)
             if self.route_log is not None:
                 self.route_log.append(sel)
             self._probe(l, sel, x, stale_next)
             stale_next = dec.router_logits(l + 1, x) if l + 1 < L else None
-            sources = self._claim(l, sel)
-            if stale_next is not None and self.cfg.prefetch != "off":
-                self._speculate(l + 1, stale_next)
-            h = h + self._compute(l, x, logits, sel, sources)
+            if cfg.cpu_pool:
+                outs = self._sites(l, x, sel)
+            else:
+                sources = self._claim(l, sel)
+                if stale_next is not None and cfg.prefetch != "off":
+                    self._speculate(l + 1, stale_next)
+                outs = self._compute(l, x, sources)
+            w = router.weights(logits, torch.tensor(sel), self.mc.norm_topk_prob)
+            h = h + w @ torch.stack(outs)  # [k] @ [k, D], summed in rank order
             self._retire(l)
             self._release_limbo(l)
             self.counters.add(l, "layer_ms", 1000 * (time.perf_counter() - t0))
@@ -212,11 +241,12 @@ class Engine:
             add(target, "pf_issued")
             issued += 1
 
-    def _compute(self, layer: int, x: torch.Tensor, logits: torch.Tensor, sel: list[int],
-                 sources: list[tuple[int, Read | None]]) -> torch.Tensor:
+    def _compute(self, layer: int, x: torch.Tensor, sources: list[tuple[int, Read | None]]
+                 ) -> list[torch.Tensor]:
+        """Expert outputs in rank order, computing the ready ones first."""
         add = self.counters.add
-        outs: list[torch.Tensor | None] = [None] * len(sel)
-        ready_first = sorted(range(len(sel)), key=lambda r: sources[r][1] is not None)
+        outs: list[torch.Tensor | None] = [None] * len(sources)
+        ready_first = sorted(range(len(sources)), key=lambda r: sources[r][1] is not None)
         for r in ready_first:
             buf, read = sources[r]
             if read is not None:
@@ -224,8 +254,66 @@ class Engine:
                 add(layer, "bytes_spec" if read.speculative else "bytes_demand",
                     read.bytes_read)
             outs[r] = expert_out(x, *self.views[buf])
-        w = router.weights(logits, torch.tensor(sel), self.mc.norm_topk_prob)
-        return w @ torch.stack(outs)  # [k] @ [k, D], summed in rank order
+        return outs
+
+    # -- three execution sites (cpu_pool) ------------------------------------------------
+    def _sites(self, layer: int, x: torch.Tensor, sel: list[int]) -> list[torch.Tensor]:
+        """Residents on the device, the link share over the link (admitted into the arena
+        when adapt-fetch allows), the rest on the CPU; the three run concurrently."""
+        cfg, slots, add, tier = self.cfg, self.slots, self.counters.add, self.tier
+        add(layer, "lookups", len(sel))
+        plan = slots.claim_layer(layer, sel, stream=False)
+        resident = [(r, slot) for r, (kind, slot) in enumerate(plan) if kind != "miss"]
+        misses = [(r, e) for r, ((kind, _), e) in enumerate(zip(plan, sel)) if kind == "miss"]
+        add(layer, "hits", len(resident))
+        add(layer, "sync_misses", len(misses))
+        link = tier.link_share(layer, misses, cfg.pcie_frac, by_count=self.adapt_fetch)
+        on_link = {r for r, _ in link}
+        cpu = [(r, (layer, e)) for r, e in misses if r not in on_link]
+        jobs, staging = [], iter(self.staging)
+        for r, e in link:
+            slot = None
+            if self.adapt_fetch:
+                slot = tier.admission_slot(layer, e, set(sel), cfg.adapt_fetch_min,
+                                           cfg.adapt_fetch_margin)
+            if slot is None:
+                jobs.append((r, (layer, e), next(staging), False))
+                continue
+            evicted = slots.place(slot, (layer, e), RESIDENT)
+            slots.pinned.add(slot)
+            if evicted is not None:
+                add(evicted[0], "evictions")
+            add(layer, "admissions")
+            tier.admitted.add(layer)
+            jobs.append((r, (layer, e), slot, cfg.adapt_fetch_verify))
+        link_job = self.sites.link(x, jobs) if jobs else None
+        cpu_job = self.sites.cpu(x, cpu) if cpu else None
+        t0 = time.perf_counter()
+        outs = {r: expert_out(x, *self.views[slot]) for r, slot in resident}
+        add(layer, "vram_ms", 1000 * (time.perf_counter() - t0))
+        if link_job is not None:
+            done, secs, verified, mismatches = link_job.result()
+            outs.update(done)
+            add(layer, "link_ms", 1000 * secs)
+            add(layer, "link_experts", len(jobs))
+            add(layer, "bytes_link", len(jobs) * self.ckpt.expert_bytes)
+            add(layer, "verified", verified)
+            add(layer, "mismatches", mismatches)
+        if cpu_job is not None:
+            done, secs = cpu_job.result()
+            outs.update(done)
+            add(layer, "cpu_ms", 1000 * secs)
+            add(layer, "cpu_experts", len(cpu))
+        return [outs[r] for r in range(len(sel))]
+
+    def _tier_round(self) -> None:
+        moves = self.tier.round(skip_admitted=self.cfg.adapt_fetch == 2 and self.adapt_fetch)
+        for slot, key, evicted in moves:
+            self.sites.copy_in(key, slot)
+            if evicted is not None:
+                self.counters.add(evicted[0], "evictions")
+            self.counters.add(key[0], "tier_swaps")
+            self.counters.add(key[0], "bytes_link", self.ckpt.expert_bytes)
 
     def _retire(self, layer: int) -> None:
         """Unclaimed speculation for this layer: queued pieces cancelled, slot to limbo."""
@@ -262,3 +350,5 @@ class Engine:
     def close(self) -> None:
         self.drain()
         self.pool.close()
+        if self.sites:
+            self.sites.close()

@@ -67,14 +67,18 @@ class Session:
         self.error: str | None = None
         self.changes: deque[dict] = deque(maxlen=MAX_CHANGES)
         self.seq = 0
-        self._build()
+        self._build(self.cfg)
 
     # -- building ----------------------------------------------------------------------
-    def _build(self) -> None:
-        cfg = self.cfg
-        self.ckpt = Checkpoint(model_folder(cfg))
-        self.engine = Engine(self.ckpt, cfg, self.device)
-        mc = self.ckpt.config
+    def _build(self, cfg: Config) -> None:
+        """Opens the model and builds the engine; nothing of the old one is touched until
+        both succeeded, so a bad restart-class change leaves the session as it was."""
+        ckpt = Checkpoint(model_folder(cfg))
+        engine = Engine(ckpt, cfg, self.device)
+        if getattr(self, "engine", None) is not None:
+            self.engine.close()
+        self.cfg, self.ckpt, self.engine = cfg, ckpt, engine
+        mc = ckpt.config
         topics = self.ckpt.raw_config.get("tuner_recipe", {}).get("topics", 1)
         self._prompts = prompts(cfg.seed, mc.vocab_size, topics)
         self._gen = torch.Generator().manual_seed(cfg.seed)
@@ -85,11 +89,6 @@ class Session:
         self.conversations = 0
         self.output_ids: deque[int] = deque(maxlen=4096)
         self._resident = self.engine.resident_counts()
-
-    def _rebuild(self, cfg: Config) -> None:
-        self.engine.close()
-        self.cfg = cfg
-        self._build()
 
     # -- control (any thread) ----------------------------------------------------------
     def submit(self, cfg: Config) -> int:
@@ -104,6 +103,11 @@ class Session:
         with self._lock:
             return self._lock.wait_for(lambda: self.applied_version >= version or
                                        self.error is not None, timeout)
+
+    def rejection(self, version: int) -> str | None:
+        """Why settings `version` was not applied, or None."""
+        with self._lock:
+            return next((c["rejected"] for c in self.changes if c["version"] == version), None)
 
     def pause(self) -> None:
         with self._lock:
@@ -175,14 +179,21 @@ class Session:
             old = self.cfg
             changed = {f.name: [getattr(old, f.name), getattr(cfg, f.name)]
                        for f in fields(cfg) if getattr(old, f.name) != getattr(cfg, f.name)}
-            if RESTART & changed.keys():
-                self._rebuild(cfg)
+            rebuilt, rejected = bool(RESTART & changed.keys()), None
+            if rebuilt:
+                try:
+                    self._build(cfg)
+                except (OSError, ValueError, KeyError) as err:
+                    rejected = f"{type(err).__name__}: {err}"
+                    log.error("settings version %d rejected, kept the running engine: %s",
+                              version, rejected)
             else:
                 self.cfg = cfg
                 self.engine.apply_live(cfg)
             with self._lock:
                 self.changes.append({"version": version, "token": self.tokens,
-                                     "changed": changed, "rebuilt": bool(RESTART & changed.keys())})
+                                     "changed": changed, "rebuilt": rebuilt and not rejected,
+                                     "rejected": rejected})
                 self.applied_version = version
                 self._lock.notify_all()
         if reset:

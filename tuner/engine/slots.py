@@ -56,12 +56,14 @@ class SlotMap:
                 return slot
         return None
 
-    def claim_layer(self, layer: int, experts: list[int]) -> list[tuple[str, int | None]]:
+    def claim_layer(self, layer: int, experts: list[int], stream: bool = True
+                    ) -> list[tuple[str, int | None]]:
         """Claims one routing: (kind, slot) per rank, kind hit / spec / miss / bypass.
 
-        Wanted residents and speculation are claimed and pinned first; then each miss takes
-        a victim in rank order and becomes resident (bypass: no slot was eligible). The
-        caller reads the misses and settles the speculation.
+        Wanted residents and speculation are claimed and pinned first; then, when `stream`,
+        each miss takes a victim in rank order and becomes resident (bypass: no slot was
+        eligible). Without `stream` misses stay misses (slot None): another site serves
+        them. The caller reads the misses and settles the speculation.
         """
         out: list[tuple[str, int | None] | None] = [None] * len(experts)
         for r, e in enumerate(experts):
@@ -78,6 +80,9 @@ class SlotMap:
         for r, e in enumerate(experts):
             if out[r] is not None:
                 continue
+            if not stream:
+                out[r] = ("miss", None)
+                continue
             slot = self.victim()
             if slot is None:
                 out[r] = ("bypass", None)
@@ -93,8 +98,8 @@ class SlotMap:
     def place(self, slot: int, key: Key, state: str) -> Key | None:
         """Puts `key` into `slot` (a victim), returning the key it evicted."""
         evicted = None
-        if self.free and self.free[0] == slot:
-            self.free.popleft()
+        if self.key[slot] is None:
+            self.free.remove(slot)
         else:
             evicted = self._unmap(slot)
         self.key[slot] = key

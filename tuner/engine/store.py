@@ -6,9 +6,8 @@ promoted to urgent (the router wants it) or cancelled (it did not); a piece alre
 read always finishes. Reads are real file reads (`os.preadv`), optionally with O_DIRECT
 through a page-aligned bounce buffer so the page cache is bypassed.
 
-Bandwidth emulation: with `ssd_gbps` > 0 every piece reserves bytes / bandwidth seconds on
-one shared device timeline and completes no earlier than its reservation ends, so the
-store behaves like one device of that bandwidth whatever the host disk does.
+Bandwidth emulation: with `ssd_gbps` > 0 every piece is paced on one shared `Timeline`, so
+the store behaves like one device of that bandwidth whatever the host disk does.
 """
 
 from __future__ import annotations
@@ -25,6 +24,28 @@ from tuner.engine.checkpoint import Extent
 
 QUEUED, RUNNING, DONE, CANCELLED = range(4)
 _ALIGN = 4096
+
+
+class Timeline:
+    """An emulated device of `gbps` bandwidth shared by several threads: each transfer
+    reserves bytes / bandwidth on one timeline and ends no earlier than its reservation.
+    With gbps 0 it does nothing (real speed)."""
+
+    def __init__(self) -> None:
+        self.gbps = 0.0
+        self._lock = threading.Lock()
+        self._busy_until = 0.0
+
+    def pace(self, nbytes: int, started: float) -> None:
+        if self.gbps <= 0:
+            return
+        with self._lock:
+            start = max(started, self._busy_until)
+            self._busy_until = start + nbytes / (self.gbps * 1e9)
+            until = self._busy_until
+        delay = until - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
 
 
 @dataclass(eq=False)
@@ -65,13 +86,12 @@ class ReadPool:
     def __init__(self, workers: int, urgent: int, direct: bool, piece_bytes: int):
         self.direct = direct
         self.piece_bytes = max(_ALIGN, piece_bytes // _ALIGN * _ALIGN)
-        self.ssd_gbps = 0.0  # live knobs, set by the session
+        self.ssd = Timeline()  # live knobs, set by the engine
         self.jitter_ms = 0.0
         self._cond = threading.Condition()
         self._urgent: deque[Piece] = deque()
         self._spec: deque[Piece] = deque()
         self._fds: dict[str, int] = {}
-        self._busy_until = 0.0
         self._stop = False
         self._rng = random.Random()  # jitter only; never touches model state
         self._threads = [
@@ -187,11 +207,4 @@ class ReadPool:
     def _throttle(self, nbytes: int, t0: float) -> None:
         if self.jitter_ms > 0:
             time.sleep(self._rng.random() * self.jitter_ms / 1000)
-        if self.ssd_gbps > 0:
-            with self._cond:
-                start = max(t0, self._busy_until)
-                self._busy_until = start + nbytes / (self.ssd_gbps * 1e9)
-                until = self._busy_until
-            delay = until - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
+        self.ssd.pace(nbytes, t0)

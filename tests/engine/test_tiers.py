@@ -1,0 +1,93 @@
+"""Three execution sites, the adaptive tier and adapt-fetch on the tiny model."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tuner.engine.slots import RESIDENT, SlotMap
+from tuner.engine.tiers import Tier
+
+SITES = {"cpu_pool": True, "adapt_every": 8}
+
+
+@pytest.mark.parametrize("changes", [
+    {"pcie_frac": 0.0}, {"pcie_frac": 0.5}, {"pcie_frac": 1.0},
+    {"pcie_frac": 0.25, "adapt_fetch": 1}, {"pcie_frac": 0.25, "adapt_fetch": 2},
+    {"pcie_frac": 0.5, "link_gbps": 2.0, "cpu_gbps": 8.0},
+    {"pcie_frac": 0.3, "adapt_every": 1, "adapt_decay": 0.5},
+])
+def test_bonus_zero_output_is_identical_at_every_site_split(tiny_config, run, changes):
+    base = run(tiny_config)
+    other = run(replace(tiny_config, **{**SITES, **changes}))
+    assert other["output_hash"] == base["output_hash"]
+
+
+def test_sites_account_for_every_miss(tiny_config, run):
+    snap = run(replace(tiny_config, **SITES, pcie_frac=0.25))
+    for row in snap["layers"]:
+        assert row["hits"] + row["sync_misses"] == row["lookups"]
+        assert row["link_experts"] + row["cpu_experts"] == row["sync_misses"]
+    t = snap["totals"]
+    assert 60 < t["cpu_fraction"] < 90  # round(0.25 * misses) per layer goes to the link
+    assert t["tier_swaps"] > 0 and t["resident"] == 16
+
+
+def test_verify_mode_admits_and_matches(tiny_config, run):
+    snap = run(replace(tiny_config, **SITES, pcie_frac=0.25, adapt_fetch=2,
+                       adapt_fetch_verify=True), tokens=500)
+    t = snap["totals"]
+    assert t["admissions"] > 0
+    assert t["verified"] == t["admissions"] and t["mismatches"] == 0
+
+
+def test_opt_in_that_cannot_run_says_why(tiny_config, run):
+    snap = run(replace(tiny_config, cpu_pool=True, adapt_fetch=2), tokens=4)
+    assert any("adapt_fetch is off" in n for n in snap["notes"])
+    assert snap["totals"]["admissions"] == 0
+    snap = run(replace(tiny_config, pcie_frac=0.5), tokens=4)
+    assert any("only with cpu_pool" in n for n in snap["notes"])
+
+
+def _tier(counts: list[list[float]], n_slots: int) -> Tier:
+    slots = SlotMap(n_slots)
+    tier = Tier(len(counts), len(counts[0]), slots)
+    tier.counts = np.array(counts, dtype=float)
+    return tier
+
+
+def test_link_share_takes_last_in_rank_or_most_routed():
+    tier = _tier([[0, 5, 1, 3]], 2)
+    misses = [(0, 0), (1, 2), (2, 1), (3, 3)]  # (rank, expert)
+    assert tier.link_share(0, misses, 0.5, by_count=False) == [(2, 1), (3, 3)]
+    assert tier.link_share(0, misses, 0.5, by_count=True) == [(2, 1), (3, 3)]
+    assert tier.link_share(0, misses, 0.25, by_count=True) == [(2, 1)]
+    assert tier.link_share(0, misses, 0.1, by_count=True) == []
+
+
+def test_admission_needs_min_and_margin():
+    tier = _tier([[4.0, 1.0, 3.0, 0.0, 2.0]], 2)
+    slots = tier.slots
+    for e in (1, 2):
+        slots.place(slots.victim(), (0, e), RESIDENT)
+    # expert 4 (count 2.0): least-routed resident not routed now is expert 1 (count 1.0)
+    assert tier.admission_slot(0, 4, {4}, 1.0, 0.5) == slots.find((0, 1))
+    assert tier.admission_slot(0, 4, {4}, 1.0, 1.5) is None  # margin not met
+    assert tier.admission_slot(0, 4, {4}, 2.5, 0.0) is None  # below min
+    assert tier.admission_slot(0, 4, {4, 1}, 1.0, 0.5) is None  # expert 2: 3.0 > 2.0
+
+
+def test_tier_round_swaps_and_mode_2_skips_admitted_layers():
+    tier = _tier([[5, 0, 0, 4], [0, 3, 3, 0]], 4)
+    slots = tier.slots
+    moves = tier.round(skip_admitted=False)  # fills each layer's share of 2
+    assert sorted(k for _, k, _ in moves) == [(0, 0), (0, 3), (1, 1), (1, 2)]
+    tier.counts[0] = [0, 9, 9, 0]
+    tier.counts[1] = [9, 0, 0, 0]
+    tier.admitted.add(1)
+    moves = tier.round(skip_admitted=True)
+    assert {k for _, k, _ in moves} == {(0, 1), (0, 2)}
+    assert slots.resident((1, 1)) and not slots.resident((1, 0))
+    assert not tier.admitted

@@ -1,0 +1,195 @@
+"""Three execution sites (seed 002) and the adaptive tier with adapt-fetch (seed 003).
+
+With `cpu_pool` on, a layer's misses are not streamed into the arena. `pcie_frac` of them
+go over the link: copied from host RAM into device staging and computed on the device;
+the rest are computed on the CPU straight from host RAM. The sites run concurrently, so a
+layer costs max(T_vram, T_link, T_cpu), not the sum.
+
+Residency then moves only two ways, both decided from decayed routing counts at fixed
+points, so timing never leaks into it:
+
+* the adaptive tier: every `adapt_every` tokens, per layer, the most-routed non-residents
+  replace the least-routed residents (free slots of the layer's share are filled first);
+* adapt-fetch admission: a link-fetched expert is copied straight into the slot of the
+  layer's least-routed resident that this routing does not use, when it is routed at least
+  `adapt_fetch_min` and `adapt_fetch_margin` more than that resident. Mode 2 leaves the
+  tier's swaps out of layers where an admission ran since the tier's last round.
+
+The host copy is the memory-mapped checkpoint: host RAM is the page cache, as it is for an
+engine whose model fits in RAM.
+"""
+
+from __future__ import annotations
+
+import mmap
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from tuner.engine.checkpoint import Checkpoint, part_views
+from tuner.engine.model import expert_out
+from tuner.engine.slots import RESIDENT, SlotMap
+from tuner.engine.store import Timeline
+
+
+class HostCopy:
+    """Every expert's packed bytes in host RAM, as zero-copy views of the mapped shards."""
+
+    def __init__(self, ckpt: Checkpoint):
+        self._maps: dict[str, mmap.mmap] = {}
+        self.bufs: dict[tuple[int, int], torch.Tensor] = {}
+        self.views: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}
+        mc = ckpt.config
+        for layer in range(mc.num_layers):
+            for expert in range(mc.num_experts):
+                key = (layer, expert)
+                buf = self._packed(ckpt, key)
+                self.bufs[key] = buf
+                self.views[key] = part_views(buf, ckpt.parts)
+
+    def _map(self, path: str) -> mmap.mmap:
+        if path not in self._maps:
+            with open(path, "rb") as f:
+                # copy-on-write keeps pages shared with the page cache yet gives torch the
+                # writable buffer it wants; nothing ever writes to it
+                self._maps[path] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        return self._maps[path]
+
+    def _packed(self, ckpt: Checkpoint, key: tuple[int, int]) -> torch.Tensor:
+        extents = ckpt.extents(*key)
+        if len(extents) == 1:
+            e = extents[0]
+            return torch.frombuffer(self._map(e.path), dtype=torch.uint8, count=e.length,
+                                    offset=e.offset)
+        buf = torch.empty(ckpt.expert_bytes, dtype=torch.uint8)  # scattered: gather once
+        for e in extents:
+            src = torch.frombuffer(self._map(e.path), dtype=torch.uint8, count=e.length,
+                                   offset=e.offset)
+            buf[e.dst:e.dst + e.length] = src
+        return buf
+
+
+class Sites:
+    """The link and CPU sites: one worker thread each, paced by emulated bandwidths."""
+
+    def __init__(self, host: HostCopy, mem: torch.Tensor, views: list, expert_bytes: int):
+        self.host, self.mem, self.views, self.nbytes = host, mem, views, expert_bytes
+        self.link_line, self.cpu_line = Timeline(), Timeline()
+        self._link = ThreadPoolExecutor(1, thread_name_prefix="tuner-link")
+        self._cpu = ThreadPoolExecutor(1, thread_name_prefix="tuner-cpu")
+
+    def link(self, x: torch.Tensor, jobs: list[tuple[int, tuple[int, int], int, bool]]
+             ) -> Future:
+        """jobs: (rank, key, destination buffer, verify). Copies each expert from host RAM
+        into its destination (staging or an admitted arena slot), then computes it there.
+        Result: ({rank: output}, seconds, verified, mismatches)."""
+        return self._link.submit(self._run_link, x, jobs)
+
+    def cpu(self, x: torch.Tensor, jobs: list[tuple[int, tuple[int, int]]]) -> Future:
+        """jobs: (rank, key), computed from host RAM. Result: ({rank: output}, seconds)."""
+        return self._cpu.submit(self._run_cpu, x, jobs)
+
+    def copy_in(self, key: tuple[int, int], dst: int) -> None:
+        """A tier swap: the expert's bytes over the link into an arena slot."""
+        t0 = time.perf_counter()
+        self.mem[dst].copy_(self.host.bufs[key])
+        self.link_line.pace(self.nbytes, t0)
+
+    def _run_link(self, x, jobs):
+        t0 = time.perf_counter()
+        outs, verified, mismatches = {}, 0, 0
+        for rank, key, dst, verify in jobs:
+            self.copy_in(key, dst)
+            if verify:
+                verified += 1
+                mismatches += not torch.equal(self.mem[dst], self.host.bufs[key])
+            outs[rank] = expert_out(x, *self.views[dst])
+        return outs, time.perf_counter() - t0, verified, mismatches
+
+    def _run_cpu(self, x, jobs):
+        t0 = time.perf_counter()
+        outs = {}
+        for rank, key in jobs:
+            ts = time.perf_counter()
+            outs[rank] = expert_out(x, *self.host.views[key])
+            self.cpu_line.pace(self.nbytes, ts)
+        return outs, time.perf_counter() - t0
+
+    def close(self) -> None:
+        self._link.shutdown(wait=True)
+        self._cpu.shutdown(wait=True)
+
+
+class Tier:
+    """Decayed per-layer routing counts and the decisions made from them."""
+
+    def __init__(self, layers: int, experts: int, slots: SlotMap):
+        self.counts = np.zeros((layers, experts))
+        self.slots = slots
+        self.share = [slots.n // layers + (l < slots.n % layers) for l in range(layers)]
+        self.admitted: set[int] = set()  # layers with an admission since the last round
+
+    def observe(self, layer: int, sel: list[int], decay: float) -> None:
+        row = self.counts[layer]
+        row *= decay
+        row[sel] += 1
+
+    def link_share(self, layer: int, misses: list[tuple[int, int]], frac: float,
+                   by_count: bool) -> list[tuple[int, int]]:
+        """The (rank, expert) misses sent over the link: the last ones in rank order, or
+        with adapt-fetch the most-routed ones (ties by rank)."""
+        n = round(frac * len(misses))
+        if n == 0:
+            return []
+        if not by_count:
+            return misses[-n:]
+        row = self.counts[layer]
+        return sorted(misses, key=lambda m: (-row[m[1]], m[0]))[:n]
+
+    def admission_slot(self, layer: int, expert: int, routed: set[int], min_count: float,
+                       margin: float) -> int | None:
+        """The slot a fetched expert may take, or None: a free slot while the layer is under
+        its share, else the least-routed resident of the layer that this routing does not
+        use (pinned slots, which include earlier admissions, are never taken)."""
+        row, slots = self.counts[layer], self.slots
+        if row[expert] < min_count:
+            return None
+        if slots.free and slots.resident_per_layer[layer] < self.share[layer]:
+            return slots.free[0]
+        candidates = [(row[e], e, s) for e, s in self._residents(layer)
+                      if e not in routed and s not in slots.pinned]
+        if not candidates:
+            return None
+        count, _, slot = min(candidates)
+        return slot if row[expert] >= count + margin else None
+
+    def _residents(self, layer: int) -> list[tuple[int, int]]:
+        slots = self.slots
+        return sorted((k[1], s) for s, k in enumerate(slots.key)
+                      if k is not None and k[0] == layer and slots.state[s] == RESIDENT)
+
+    def round(self, skip_admitted: bool) -> list[tuple[int, tuple[int, int], tuple | None]]:
+        """One tier round: (slot, new key, evicted key) moves, already applied to the slot
+        map; the caller copies the bytes. Layers in order, most-routed first."""
+        moves: list[tuple[int, tuple[int, int], tuple | None]] = []
+        slots = self.slots
+        for layer in range(len(self.share)):
+            if skip_admitted and layer in self.admitted:
+                continue
+            row = self.counts[layer]
+            resident = {e for e, _ in self._residents(layer)}
+            wanted = [e for e in np.argsort(-row, kind="stable").tolist()
+                      if e not in resident and slots.find((layer, e)) is None and row[e] > 0]
+            # fill the layer's free share first
+            while wanted and slots.free and slots.resident_per_layer[layer] < self.share[layer]:
+                slot, e = slots.free[0], wanted.pop(0)
+                moves.append((slot, (layer, e), slots.place(slot, (layer, e), RESIDENT)))
+            by_count = sorted((row[e], e, s) for e, s in self._residents(layer))
+            for (count, _, slot), e in zip(by_count, wanted):
+                if row[e] <= count:
+                    break
+                moves.append((slot, (layer, e), slots.place(slot, (layer, e), RESIDENT)))
+        self.admitted.clear()
+        return moves
