@@ -1,0 +1,58 @@
+"""Recording from the engine, and trace statistics checked against the engine's probe."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from tuner.traces.format import Trace
+from tuner.traces.record import record
+from tuner.traces.replay import replay
+from tuner.traces.stats import trace_stats
+
+
+def test_record_writes_the_engines_routings_and_logits(tiny_config):
+    trace, snap = record(tiny_config, 40, logits=True)
+    assert trace.experts.shape == (40, 4, 4) and trace.logits.shape == (40, 4, 16)
+    trace.check()
+    # At bonus 0 the router picks the raw top-k of the logits it saw, in rank order.
+    top = torch.topk(torch.from_numpy(trace.logits), 4).indices.numpy()
+    assert np.array_equal(top, trace.experts)
+    m = trace.meta
+    assert (m["model"], m["num_experts"], m["arena_slots"], m["policy"]) == (
+        "strata-tiny-4x16", 16, 16, "lru")
+    assert m["expert_bytes"] == snap["model"]["expert_bytes"] > 0
+    assert m["settings"]["expert_cache"] == 16 and "moce_bonus" not in m["settings"]
+    assert snap["tokens"] == 40
+
+
+def test_prev_token_overlap_matches_the_engines_probe(tiny_config):
+    """Sequence starts are recorded, so the trace scores prev-token exactly as the engine's
+    probe did (a sequence's first token unscored)."""
+    trace, snap = record(replace(tiny_config, context=24), 100)
+    assert len(trace.sequence_starts) > 2 and trace.sequence_starts[0] == 0
+    stats = trace_stats(trace)
+    for ours, live in zip(stats["layers"], snap["layers"]):
+        assert (ours["prev_pct"], ours["prev_whole_pct"]) == (live["prev_pct"],
+                                                              live["prev_whole_pct"])
+    assert stats["totals"]["prev_pct"] == snap["totals"]["prev_pct"]
+
+
+def test_stats_by_hand():
+    # Layer 0 routes {0, 1} four times then {2, 3}; layer 1 alternates; a new sequence at 3.
+    ids = [[[0, 1], [0, 1]], [[0, 1], [2, 3]], [[0, 1], [0, 1]], [[0, 1], [2, 3]],
+           [[2, 3], [0, 1]]]
+    trace = Trace(np.array(ids, dtype=np.int32),
+                  {"num_experts": 10, "sequence_starts": [0, 3], "model": "hand"})
+    stats = trace_stats(trace, sizes=[2, 4])
+    l0, l1 = stats["layers"]
+    assert l0["prev_pct"] == 66.67 and l0["prev_whole_pct"] == 66.67  # t=1, 2 whole; t=4 none
+    assert l1["prev_pct"] == 0.0 and l1["prev_whole_pct"] == 0.0
+    assert l0["top10_share"] == 40.0 and l0["max_over_mean"] == 4.0  # expert 0: 4 of 10
+    assert l0["routings"] == 5 and l0["lookups"] == 10
+    assert stats["lru_sizes"] == [2, 4]
+    lru4 = replay(trace, "lru", 4)
+    assert [l0["lru_hit_rate"][1], l1["lru_hit_rate"][1]] == [
+        round(100 * h / n, 2) for h, n in zip(lru4.hits, lru4.lookups)]
