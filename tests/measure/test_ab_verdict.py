@@ -1,0 +1,60 @@
+"""The A/B verdict on constructed timings: it refuses differences smaller than the drift
+between the first A and the sentinel A, or than the spread of the runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.measure.compare import compare, schedule
+
+
+def test_schedule_interleaves_and_ends_with_a_sentinel():
+    assert schedule(3) == ["A", "B", "A", "B", "A", "B", "A"]
+    with pytest.raises(ValueError, match="at least 1 pair"):
+        schedule(0)
+
+
+def test_a_clear_difference_is_readable():
+    # A B A B A B A: B about 2 ms/token slower in every pair, the machine steady.
+    r = compare([10.0, 12.1, 10.2, 12.0, 9.9, 12.2, 10.1])
+    assert r["readable"]
+    assert r["diff"] == pytest.approx((2.1 + 1.8 + 2.3) / 3, abs=1e-4)  # mean of the pairs
+    assert r["drift"] == pytest.approx(0.1)
+    assert [p["sign"] for p in r["pair_diffs"]] == ["B slower"] * 3
+    assert r["verdict"] == "B slower than A by 2.067 ms/token (+20.6 %); 3 of 3 pairs agree"
+    assert r["arms"]["A"]["runs"] == [10.0, 10.2, 9.9, 10.1]  # the sentinel counts for A
+
+
+def test_a_drift_larger_than_the_difference_is_not_readable():
+    # Each pair says B is 0.5 ms/token slower, but the machine slowed by 0.6 from the
+    # first A to the sentinel: the comparison is contaminated (seed 001).
+    r = compare([10.0, 10.5, 10.0, 10.5, 10.6])
+    assert r["diff"] == pytest.approx(0.5) and r["drift"] == pytest.approx(0.6)
+    assert r["spread"] < r["diff"]  # only the drift makes it unreadable
+    assert not r["readable"]
+    assert r["verdict"].startswith("not readable: the drift between the first A and the "
+                                   "sentinel A (+0.600 ms/token) is at least the A/B "
+                                   "difference (+0.500 ms/token)")
+    assert "spread" not in r["verdict"]
+
+
+def test_a_difference_inside_the_spread_is_not_readable():
+    r = compare([10.0, 13.0, 12.0, 10.0, 10.1])  # pairs disagree in sign
+    assert r["diff"] == pytest.approx(0.5) and abs(r["drift"]) < r["diff"]
+    assert not r["readable"]
+    assert "inside the spread of the runs" in r["verdict"]
+    assert [p["sign"] for p in r["pair_diffs"]] == ["B slower", "B faster"]
+
+
+def test_an_a_a_run_reports_a_difference_inside_its_spread():
+    # The same settings on both arms: timings differ only by noise.
+    r = compare([10.00, 10.21, 9.93, 10.08, 10.17, 9.88, 10.04, 10.12, 9.97])
+    assert abs(r["diff"]) < r["spread"]
+    assert not r["readable"] and "inside the spread" in r["verdict"]
+
+
+def test_timings_must_follow_the_schedule():
+    with pytest.raises(ValueError, match="expected A B A B ... A"):
+        compare([1.0, 2.0])
+    with pytest.raises(ValueError, match="expected A B A B ... A"):
+        compare([1.0, 2.0, 1.0, 2.0])

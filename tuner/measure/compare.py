@@ -1,0 +1,66 @@
+"""Reading an interleaved A/B run (seed 001): per-arm mean and spread, matched pairs, the
+drift between the first A and the sentinel A, and a verdict that will not call a
+difference smaller than the drift or the spread.
+
+Runs go A B A B ... A: `pairs` matched pairs, then a sentinel run of A. A pair's
+difference is B - A (positive: B is slower). A's figures include the sentinel.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+
+def schedule(pairs: int) -> list[str]:
+    if pairs < 1:
+        raise ValueError(f"pairs = {pairs}: an A/B comparison needs at least 1 pair")
+    return ["A", "B"] * pairs + ["A"]
+
+
+def _arm(ms: list[float]) -> dict:
+    return {"runs": ms, "mean": round(statistics.fmean(ms), 4),
+            "stdev": round(statistics.stdev(ms), 4) if len(ms) > 1 else None}
+
+
+def _sign(diff: float) -> str:
+    return "B slower" if diff > 0 else "B faster" if diff < 0 else "equal"
+
+
+def compare(ms: list[float]) -> dict:
+    """The comparison of ms-per-token timings given in schedule order (A B ... A)."""
+    if len(ms) < 3 or len(ms) % 2 == 0:
+        raise ValueError(f"{len(ms)} timings: expected A B A B ... A, an odd count >= 3")
+    pairs = (len(ms) - 1) // 2
+    a, b = ms[0::2], ms[1::2]
+    diffs = [b[i] - a[i] for i in range(pairs)]
+    diff = statistics.fmean(diffs)
+    arms = {"A": _arm(a), "B": _arm(b)}
+    drift = a[-1] - a[0]
+    spread = max(s for s in (arms["A"]["stdev"], arms["B"]["stdev"]) if s is not None)
+    reasons = []
+    if abs(drift) >= abs(diff):
+        reasons.append(f"the drift between the first A and the sentinel A ({drift:+.3f} "
+                       f"ms/token) is at least the A/B difference ({diff:+.3f} ms/token): the "
+                       "machine changed speed during the comparison")
+    if spread >= abs(diff):
+        reasons.append(f"the A/B difference ({diff:+.3f} ms/token) is inside the spread of "
+                       f"the runs (stdev up to {spread:.3f} ms/token)")
+    agree = sum(1 for d in diffs if _sign(d) == _sign(diff))
+    if reasons:
+        verdict = "not readable: " + "; ".join(reasons)
+    else:
+        verdict = (f"{_sign(diff)} than A by {abs(diff):.3f} ms/token "
+                   f"({100 * diff / arms['A']['mean']:+.1f} %); {agree} of {pairs} pairs agree")
+    return {
+        "arms": arms,
+        "pair_diffs": [{"pair": i + 1, "a": a[i], "b": b[i], "diff": round(d, 4),
+                   "pct": round(100 * d / a[i], 2) if a[i] else None, "sign": _sign(d)}
+                  for i, d in enumerate(diffs)],
+        "diff": round(diff, 4),
+        "diff_pct": round(100 * diff / arms["A"]["mean"], 2) if arms["A"]["mean"] else None,
+        "drift": round(drift, 4),
+        "drift_pct": round(100 * drift / a[0], 2) if a[0] else None,
+        "spread": round(spread, 4),
+        "readable": not reasons,
+        "verdict": verdict,
+    }
