@@ -22,6 +22,9 @@ COMMAND_MODULES = (
     "tuner.commands.run",
     "tuner.commands.model",
     "tuner.commands.knobs",
+    "tuner.commands.ab",
+    "tuner.commands.trace",
+    "tuner.commands.replay",
 )
 
 
@@ -31,10 +34,10 @@ def add_knob_flags(p: argparse.ArgumentParser) -> None:
     for group in GROUPS:
         g = p.add_argument_group(f"{group} knobs")
         for k in (k for k in KNOBS if k.group == group):
+            text = f"{k.help} [{k.allowed()}; default {k.default!r}; env {k.env}]"
             g.add_argument(f"--{k.name.replace('_', '-')}", dest=f"knob_{k.name}",
                            metavar=k.type.__name__.upper(),
-                           help=f"{k.help} [{k.allowed()}; default {k.default!r}; "
-                                f"env {k.env}]")
+                           help=text.replace("%", "%%"))  # argparse formats help with %
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

@@ -1,0 +1,71 @@
+"""`tuner ab A B`: interleaved A/B runs ending with a sentinel run of A, and a verdict."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.measure.ab import arm_settings, run_ab
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ab", help="compare two settings in interleaved matched pairs with a "
+                       "drift sentinel")
+    for arm in ("a", "b"):
+        p.add_argument(arm, metavar=arm.upper(), help=f"arm {arm.upper()}: a preset name, a "
+                       ".toml file, or knob=value pairs like moe_bonus=0.85,decode_2q=1")
+    p.add_argument("--pairs", type=int, default=4, help="A B pairs before the sentinel A "
+                   "(default 4)")
+    p.add_argument("--tokens", type=int, default=128, help="tokens per run (default 128)")
+    p.add_argument("--warmup", type=int, default=1, help="unmeasured runs of A first, so the "
+                   "page cache and lazy initialisation do not land on the first pair "
+                   "(default 1)")
+    p.add_argument("--json", action="store_true")
+    add_knob_flags(p)  # the base both arms start from; each arm's knobs go on top
+    p.set_defaults(func=main)
+
+
+def _progress(i: int, n: int, run: dict) -> None:
+    print(f"run {i}/{n}: {run['arm']} {run['ms_per_token']} ms/token", file=sys.stderr)
+
+
+def main(args: argparse.Namespace) -> int:
+    for name, least in (("pairs", 1), ("tokens", 1), ("warmup", 0)):
+        if getattr(args, name) < least:
+            raise SystemExit(f"tuner ab: --{name} must be at least {least}")
+    base = settings_from_args(args)
+    a, b = arm_settings(args.a, base), arm_settings(args.b, base)
+    result = run_ab(a, b, args.pairs, args.tokens, args.warmup, _progress)
+    result["labels"] = {"A": args.a, "B": args.b}
+    if args.json:
+        print_json(result)
+        return 0
+    _print(result)
+    return 0
+
+
+def _print(r: dict) -> None:
+    diff = ", ".join(f"{d['knob']} {d['a']!r} -> {d['b']!r}" for d in r["knob_diff"])
+    print(f"A = {r['labels']['A']}, B = {r['labels']['B']} ({diff or 'identical settings'}); "
+          f"{r['model']}, {r['tokens']} tokens per run, {r['pairs']} pairs + sentinel A, "
+          f"{r['warmup_runs']} warm-up run(s) of A not counted")
+    print(f"start state: {r['start_state']}")
+    print(f"{'run':>3} {'arm':>3} {'ms/token':>9} {'hit %':>7} {'bytes/token':>12} output")
+    for run in r["runs"]:
+        print(f"{run['run']:>3} {run['arm']:>3} {run['ms_per_token']:>9.3f} "
+              f"{run['hit_rate']:>7.2f} {run['bytes_per_token']:>12} {run['output_hash']}")
+    for arm in ("A", "B"):
+        s = r["arms"][arm]
+        stdev = "-" if s["stdev"] is None else f"{s['stdev']:.3f}"
+        same = ("identical in every run" if s["identical"] else
+                "NOT identical across runs: the engine was not deterministic here")
+        print(f"arm {arm}: {s['mean']:.3f} ms/token mean, stdev {stdev} over {len(s['runs'])} "
+              f"runs; hit rate {s['hit_rate']} %, {s['bytes_per_token']} bytes/token: {same}")
+    for p in r["pair_diffs"]:
+        print(f"pair {p['pair']}: B - A = {p['diff']:+.3f} ms/token ({p['pct']:+.1f} %), "
+              f"{p['sign']}")
+    print(f"mean difference B - A {r['diff']:+.3f} ms/token ({r['diff_pct']:+.1f} %); drift "
+          f"sentinel A - first A {r['drift']:+.3f} ms/token ({r['drift_pct']:+.1f} %); spread "
+          f"{r['spread']:.3f} ms/token")
+    print(f"verdict: {r['verdict']}")

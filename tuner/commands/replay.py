@@ -1,0 +1,90 @@
+"""`tuner replay`: a trace through the engine's cache policies, or Belady's bound, with no
+compute; per layer and in totals, or as hit curves over arena sizes."""
+
+from __future__ import annotations
+
+import argparse
+from itertools import pairwise
+from pathlib import Path
+
+from tuner.cli import print_json
+from tuner.commands.trace import reporting_trace_errors, slot_list
+from tuner.traces import format as trace_format
+from tuner.traces.format import Trace, TraceError
+from tuner.traces.replay import POLICY_NAMES, replay, report, sweep, sweep_report, sweep_sizes
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("replay", help="replay a routing trace through a cache policy "
+                       "(lru, 2q, or opt: Belady's bound)")
+    p.add_argument("file", type=Path, help="trace file (.npz)")
+    p.add_argument("--policy", choices=POLICY_NAMES, default="lru",
+                   help="lru, 2q (the engine's policies) or opt (Belady's MIN: evicts the "
+                        "resident used farthest in the future; no online policy beats it)")
+    p.add_argument("--slots", type=int, help="arena slots shared by all layers (default: the "
+                   "arena the trace was recorded with)")
+    p.add_argument("--sweep", action="store_true", help="hit curves per layer over arena "
+                   "sizes around --slots and the hits each added slot buys")
+    p.add_argument("--sizes", type=slot_list, help="the sweep's arena sizes, e.g. 64,128,256 "
+                   "(implies --sweep)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=main)
+
+
+def _slots(args: argparse.Namespace, trace: Trace) -> int:
+    slots = args.slots if args.slots is not None else trace.meta.get("arena_slots")
+    if slots is None:
+        raise TraceError(f"{args.file}: the trace does not say its arena size; give --slots")
+    if slots < 1:
+        raise TraceError(f"--slots {slots}: the arena needs at least 1 slot")
+    return slots
+
+
+@reporting_trace_errors
+def main(args: argparse.Namespace) -> int:
+    trace = trace_format.load(args.file)
+    sweeping = bool(args.sweep or args.sizes)
+    if sweeping:
+        sizes = args.sizes or sweep_sizes(_slots(args, trace), trace)
+        out = sweep_report(sweep(trace, args.policy, sizes), trace)
+    else:
+        out = report(replay(trace, args.policy, _slots(args, trace)), trace)
+    if args.json:
+        print_json(out)
+    else:
+        (_print_sweep if sweeping else _print_replay)(out)
+    return 0
+
+
+def _head(out: dict) -> str:
+    return f"{out['model'] or 'trace'}: {out['tokens']} tokens, policy {out['policy']}"
+
+
+def _print_replay(out: dict) -> None:
+    t = out["totals"]
+    per_token = (f", {t['bytes_per_token']} bytes/token" if t["bytes_per_token"] is not None
+                 else "")
+    print(f"{_head(out)}, arena {out['slots']} slots: {t['hits']} hits, {t['misses']} misses "
+          f"of {t['lookups']} lookups (hit rate {t['hit_rate']} %, {t['misses_per_token']} "
+          f"misses/token{per_token})")
+    print(f"{'layer':>5} {'lookups':>9} {'hits':>9} {'misses':>9} {'hit%':>6}")
+    for r in out["layers"] + [{**t, "layer": "all"}]:
+        rate = "-" if r["hit_rate"] is None else f"{r['hit_rate']:.1f}"
+        print(f"{r['layer']:>5} {r['lookups']:>9} {r['hits']:>9} {r['misses']:>9} {rate:>6}")
+    for note in out["notes"]:
+        print(f"note: {note}")
+
+
+def _print_sweep(out: dict) -> None:
+    sizes = out["sizes"]
+    print(f"{_head(out)}: hit % per layer over arena sizes, then hits per added slot "
+          "between consecutive sizes")
+    rates = " ".join(f"{n:>6}" for n in sizes)
+    steps = " ".join(f"{f'{a}-{b}':>9}" for a, b in pairwise(sizes))
+    print(f"{'layer':>5} {rates} | {steps}")
+    for r in out["layers"] + [{**out["totals"], "layer": "all"}]:
+        rates = " ".join("     -" if v is None else f"{v:6.1f}" for v in r["hit_rate"])
+        steps = " ".join(f"{m:9.3f}" for m in r["marginal_hits_per_slot"])
+        print(f"{r['layer']:>5} {rates} | {steps}")
+    for note in out["notes"]:
+        print(f"note: {note}")
