@@ -25,6 +25,8 @@ COMMAND_MODULES = (
     "tuner.commands.ab",
     "tuner.commands.trace",
     "tuner.commands.replay",
+    "tuner.commands.serve",
+    "tuner.commands.presets",
 )
 
 

@@ -25,8 +25,8 @@ def session_base(current: Settings) -> Settings:
 
 
 def check_model(folder: str) -> None:
-    """Rejects a model folder the engine could not open. Checked before submitting because a
-    rebuild that fails leaves the decode thread without an engine."""
+    """Rejects a folder that is not a model before it reaches the engine, so the answer
+    names the knob instead of reporting a failed rebuild."""
     if folder and not (Path(folder) / "config.json").is_file():
         raise SettingsError({"model": f"model (STRATA_MODEL) = {folder!r} is not a model "
                                       "folder: it has no config.json"})

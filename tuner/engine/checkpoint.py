@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from tuner.engine.model import EXPERT_PARTS, ModelConfig, expert_key
+from tuner.engine.model import EXPERT_PARTS, ModelConfig
 
 _DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 
@@ -96,7 +96,7 @@ class Checkpoint:
     def _expert_parts(self) -> tuple[Part, ...]:
         """The packed layout of every expert: expert (0, 0)'s matrices in file order, so that
         an expert stored contiguously is read with one extent."""
-        keys = [expert_key(0, 0, part) for part in EXPERT_PARTS]
+        keys = [self.config.expert_key(0, 0, part) for part in EXPERT_PARTS]
         for key in keys:
             if key not in self._where:
                 raise KeyError(f"{self.folder}: tensor {key} is missing")
@@ -112,7 +112,7 @@ class Checkpoint:
         """File extents of one expert, merged where they are contiguous."""
         out: list[Extent] = []
         for p in self.parts:
-            path, off, length, dtype, shape = self._where[expert_key(layer, expert, p.name)]
+            path, off, length, dtype, shape = self._where[self.config.expert_key(layer, expert, p.name)]
             if (dtype, shape) != (p.dtype, p.shape):
                 raise ValueError(f"expert ({layer}, {expert}) {p.name}: {dtype} {shape} differs "
                                  f"from expert (0, 0): {p.dtype} {p.shape}")
@@ -127,10 +127,11 @@ class Checkpoint:
     def dense(self) -> dict[str, torch.Tensor]:
         """Every tensor that is not an expert matrix, loaded whole."""
         out: dict[str, torch.Tensor] = {}
+        routed = f".{self.config.spec.moe}.experts."
         for path in self.files:
             with safe_open(str(path), framework="pt") as f:
                 for name in f.keys():
-                    if ".mlp.experts." not in name:
+                    if routed not in name:
                         out[name] = f.get_tensor(name)
         return out
 
@@ -138,9 +139,9 @@ class Checkpoint:
         """One expert's packed bytes read through safetensors (reference path for checks)."""
         buf = torch.empty(self.expert_bytes, dtype=torch.uint8)
         for p in self.parts:
-            path = self._where[expert_key(layer, expert, p.name)][0]
+            path = self._where[self.config.expert_key(layer, expert, p.name)][0]
             with safe_open(path, framework="pt") as f:
-                t = f.get_tensor(expert_key(layer, expert, p.name))
+                t = f.get_tensor(self.config.expert_key(layer, expert, p.name))
             buf[p.offset:p.offset + p.nbytes] = t.contiguous().view(-1).view(torch.uint8)
         return buf
 

@@ -143,7 +143,7 @@ class Engine:
                     self._speculate(l + 1, stale_next)
                 outs = self._compute(l, x, sources)
             w = router.weights(logits, torch.tensor(sel), self.mc.norm_topk_prob)
-            h = h + w @ torch.stack(outs)  # [k] @ [k, D], summed in rank order
+            h = h + dec.moe_output(l, x, w, outs)
             self._retire(l)
             self._release_limbo(l)
             self.counters.add(l, "layer_ms", 1000 * (time.perf_counter() - t0))

@@ -1,9 +1,10 @@
-"""The MoE decoder: Qwen3-MoE layout, one token at a time, experts supplied by the caller.
+"""The MoE decoder for Hugging Face MoE checkpoints, one token at a time, with experts
+supplied by the caller: Qwen3-MoE, Qwen2-MoE (with its shared expert), OLMoE and Mixtral.
 
-Dense weights (embeddings, attention, norms, routers, LM head) are small and held whole on
-the compute device. Expert weights never live here: the decode loop hands `expert_out` the
-three matrices of each selected expert from wherever they sit (arena slot, link staging,
-host copy).
+Dense weights (embeddings, attention, norms, routers, shared experts, LM head) are small and
+held whole on the compute device. Routed expert weights never live here: the decode loop
+hands `expert_out` the three matrices of each selected expert from wherever they sit (arena
+slot, link staging, host copy).
 
 Shapes: D hidden, H query heads, G key/value heads, Dh head dim, E experts, I expert width,
 V vocabulary, C context (KV cache length).
@@ -18,7 +19,33 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-SUPPORTED_ARCHS = ("qwen3_moe",)
+
+@dataclass(frozen=True)
+class Arch:
+    """How one Hugging Face MoE architecture names and wires its tensors."""
+
+    moe: str  # module holding the router and the experts, under model.layers.{l}.
+    parts: tuple[str, str, str]  # names of the (gate, up, down) expert matrices
+    experts_key: tuple[str, ...]  # config keys for the number of routed experts, first wins
+    width_key: str  # config key: expert width
+    qk_norm: str = ""  # "head": RMSNorm per head (Qwen3); "full": over the projection (OLMoE)
+    norm_topk: bool | None = None  # None: the config's norm_topk_prob (default False)
+
+
+# Published Qwen and OLMoE configs say num_experts; transformers 5 writes num_local_experts.
+_EXPERTS = ("num_experts", "num_local_experts")
+ARCHS: dict[str, Arch] = {
+    "qwen3_moe": Arch("mlp", ("gate_proj", "up_proj", "down_proj"), _EXPERTS,
+                      "moe_intermediate_size", qk_norm="head"),
+    "qwen2_moe": Arch("mlp", ("gate_proj", "up_proj", "down_proj"), _EXPERTS,
+                      "moe_intermediate_size"),
+    "olmoe": Arch("mlp", ("gate_proj", "up_proj", "down_proj"), _EXPERTS,
+                  "intermediate_size", qk_norm="full"),
+    "mixtral": Arch("block_sparse_moe", ("w1", "w3", "w2"), ("num_local_experts",),
+                    "intermediate_size", norm_topk=True),
+}
+SUPPORTED_ARCHS = tuple(ARCHS)
+EXPERT_PARTS = ("gate", "up", "down")
 
 
 @dataclass(frozen=True)
@@ -36,30 +63,50 @@ class ModelConfig:
     rms_eps: float = 1e-6
     rope_theta: float = 1_000_000.0
     norm_topk_prob: bool = True
-    qk_norm: bool = True
+    clip_qkv: float | None = None
+
+    @property
+    def spec(self) -> Arch:
+        return ARCHS[self.arch]
+
+    def expert_key(self, layer: int, expert: int, part: str) -> str:
+        """Tensor name of one expert matrix (part: gate, up or down)."""
+        name = self.spec.parts[EXPERT_PARTS.index(part)]
+        return f"model.layers.{layer}.{self.spec.moe}.experts.{expert}.{name}.weight"
+
+    def router_key(self, layer: int) -> str:
+        return f"model.layers.{layer}.{self.spec.moe}.gate.weight"
 
     @classmethod
     def from_hf(cls, cfg: dict) -> "ModelConfig":
         arch = cfg.get("model_type", "?")
-        if arch not in SUPPORTED_ARCHS:
-            raise ValueError(
-                f"unsupported model_type {arch!r}; supported: {', '.join(SUPPORTED_ARCHS)}"
-            )
+        if arch not in ARCHS:
+            raise ValueError(f"unsupported model_type {arch!r}; supported: "
+                             f"{', '.join(SUPPORTED_ARCHS)}")
+        spec = ARCHS[arch]
+        step = cfg.get("decoder_sparse_step", 1)
+        if cfg.get("mlp_only_layers") or step not in (None, 1):
+            raise ValueError(f"{arch}: dense MLP layers (mlp_only_layers, decoder_sparse_step "
+                             f"{step}) are not supported; every layer must be a MoE layer")
         heads = cfg["num_attention_heads"]
+        rope = cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta")
+        norm_topk = spec.norm_topk if spec.norm_topk is not None else \
+            cfg.get("norm_topk_prob", False)
         return cls(
             arch=arch,
             vocab_size=cfg["vocab_size"],
             hidden_size=cfg["hidden_size"],
             num_layers=cfg["num_hidden_layers"],
             num_heads=heads,
-            num_kv_heads=cfg.get("num_key_value_heads", heads),
-            head_dim=cfg.get("head_dim", cfg["hidden_size"] // heads),
-            num_experts=cfg["num_experts"],
+            num_kv_heads=cfg.get("num_key_value_heads") or heads,
+            head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
+            num_experts=next(cfg[k] for k in spec.experts_key if cfg.get(k)),
             top_k=cfg["num_experts_per_tok"],
-            expert_width=cfg["moe_intermediate_size"],
+            expert_width=cfg[spec.width_key],
             rms_eps=cfg.get("rms_norm_eps", 1e-6),
-            rope_theta=cfg.get("rope_theta", 1_000_000.0),
-            norm_topk_prob=cfg.get("norm_topk_prob", True),
+            rope_theta=rope or 10_000.0,
+            norm_topk_prob=bool(norm_topk),
+            clip_qkv=cfg.get("clip_qkv"),
         )
 
     @classmethod
@@ -70,12 +117,8 @@ class ModelConfig:
         return cls.from_hf(json.loads(path.read_text()))
 
 
-def expert_key(layer: int, expert: int, part: str) -> str:
-    """Tensor name of one expert matrix in the Hugging Face Qwen3-MoE layout."""
-    return f"model.layers.{layer}.mlp.experts.{expert}.{part}_proj.weight"
-
-
-EXPERT_PARTS = ("gate", "up", "down")
+def _linear(w: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return w @ x if bias is None else w @ x + bias
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -106,18 +149,25 @@ class Decoder:
         self.layers = []
         for layer in range(L):
             p = f"model.layers.{layer}."
+            a = p + "self_attn."
             self.layers.append({
                 "in_norm": w[p + "input_layernorm.weight"],
                 "post_norm": w[p + "post_attention_layernorm.weight"],
-                "q": w[p + "self_attn.q_proj.weight"],  # [H*Dh, D]
-                "k": w[p + "self_attn.k_proj.weight"],  # [G*Dh, D]
-                "v": w[p + "self_attn.v_proj.weight"],
-                "o": w[p + "self_attn.o_proj.weight"],  # [D, H*Dh]
-                "q_norm": w.get(p + "self_attn.q_norm.weight"),
-                "k_norm": w.get(p + "self_attn.k_norm.weight"),
+                "q": w[a + "q_proj.weight"],  # [H*Dh, D]
+                "k": w[a + "k_proj.weight"],  # [G*Dh, D]
+                "v": w[a + "v_proj.weight"],
+                "o": w[a + "o_proj.weight"],  # [D, H*Dh]
+                "q_bias": w.get(a + "q_proj.bias"),
+                "k_bias": w.get(a + "k_proj.bias"),
+                "v_bias": w.get(a + "v_proj.bias"),
+                "q_norm": w.get(a + "q_norm.weight"),  # [Dh] per head, or [H*Dh] (full)
+                "k_norm": w.get(a + "k_norm.weight"),
+                "shared": tuple(w.get(p + f"mlp.shared_expert.{n}.weight")
+                                for n in ("gate_proj", "up_proj", "down_proj")),
+                "shared_gate": w.get(p + "mlp.shared_expert_gate.weight"),  # [1, D]
             })
         # Routers stacked so a predictor can apply layer l+1's router to layer l's input.
-        self.routers = torch.stack([w[f"model.layers.{i}.mlp.gate.weight"] for i in range(L)])
+        self.routers = torch.stack([w[cfg.router_key(i)] for i in range(L)])
         self.context = context
         G, Dh = cfg.num_kv_heads, cfg.head_dim
         self.k_cache = torch.zeros(L, G, context, Dh, device=device, dtype=self.dtype)
@@ -143,12 +193,14 @@ class Decoder:
         cfg, p = self.cfg, self.layers[layer]
         H, G, Dh = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         x = rms_norm(h, p["in_norm"], cfg.rms_eps)
-        q = (p["q"] @ x).view(H, Dh)
-        k = (p["k"] @ x).view(G, Dh)
-        v = (p["v"] @ x).view(G, Dh)
-        if p["q_norm"] is not None:
-            q = rms_norm(q, p["q_norm"], cfg.rms_eps)
-            k = rms_norm(k, p["k_norm"], cfg.rms_eps)
+        q, k, v = (_linear(p[n], x, p[n + "_bias"]) for n in ("q", "k", "v"))
+        if cfg.spec.qk_norm == "full":
+            q, k = rms_norm(q, p["q_norm"], cfg.rms_eps), rms_norm(k, p["k_norm"], cfg.rms_eps)
+        if cfg.clip_qkv is not None:
+            q, k, v = (t.clamp(-cfg.clip_qkv, cfg.clip_qkv) for t in (q, k, v))
+        q, k, v = q.view(H, Dh), k.view(G, Dh), v.view(G, Dh)
+        if cfg.spec.qk_norm == "head":
+            q, k = rms_norm(q, p["q_norm"], cfg.rms_eps), rms_norm(k, p["k_norm"], cfg.rms_eps)
         q, k = self._rope(q, pos), self._rope(k, pos)
         self.k_cache[layer, :, pos] = k
         self.v_cache[layer, :, pos] = v
@@ -164,6 +216,16 @@ class Decoder:
 
     def router_logits(self, layer: int, x: torch.Tensor) -> torch.Tensor:
         return self.routers[layer] @ x  # [E]
+
+    def moe_output(self, layer: int, x: torch.Tensor, weights: torch.Tensor,
+                   outs: list[torch.Tensor]) -> torch.Tensor:
+        """The MoE block's output: routed outputs summed in rank order ([k] @ [k, D]), so it
+        never depends on which expert finished first, plus Qwen2-MoE's gated shared expert."""
+        y = weights @ torch.stack(outs)
+        p = self.layers[layer]
+        if p["shared_gate"] is None:
+            return y
+        return y + torch.sigmoid(p["shared_gate"] @ x) * expert_out(x, *p["shared"])
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         return self.lm_head @ rms_norm(h, self.final_norm, self.cfg.rms_eps)  # [V]

@@ -68,7 +68,6 @@ class Read:
     pieces: list[Piece] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     bytes_read: int = 0
-    busy_s: float = 0.0  # summed piece times
     error: str | None = None
 
     def counts(self) -> tuple[int, int, int]:
@@ -93,6 +92,10 @@ class ReadPool:
         self._spec: deque[Piece] = deque()
         self._fds: dict[str, int] = {}
         self._stop = False
+        self._active = 0  # pieces being read now
+        self._busy_since = 0.0
+        self.busy_s = 0.0  # time with at least one piece being read
+        self.bytes_read = 0
         self._rng = random.Random()  # jitter only; never touches model state
         self._threads = [
             threading.Thread(target=self._work, args=(i < urgent,), daemon=True,
@@ -132,6 +135,11 @@ class ReadPool:
                     (self._spec if p in self._spec else self._urgent).remove(p)
                     p.state = CANCELLED
             self._resolve(read)
+
+    def achieved_gbps(self) -> float | None:
+        """Bytes read per second of time with reads in flight."""
+        with self._cond:
+            return self.bytes_read / self.busy_s / 1e9 if self.busy_s else None
 
     def wait(self, read: Read) -> float:
         """Blocks until no piece of the read is queued or running; returns seconds waited."""
@@ -176,17 +184,22 @@ class ReadPool:
                     return
                 piece = (self._urgent or self._spec).popleft()
                 piece.state = RUNNING
+                if not self._active:
+                    self._busy_since = time.perf_counter()
+                self._active += 1
             t0 = time.perf_counter()
             try:
                 self._read(piece, bounce)
                 self._throttle(piece.length, t0)
             except OSError as err:  # reported to whoever waits on the read
                 piece.read.error = f"{piece.path}: {err}"
-            dt = time.perf_counter() - t0
             with self._cond:
                 piece.state = DONE
                 piece.read.bytes_read += piece.length
-                piece.read.busy_s += dt
+                self.bytes_read += piece.length
+                self._active -= 1
+                if not self._active:
+                    self.busy_s += time.perf_counter() - self._busy_since
                 self._resolve(piece.read)
 
     def _read(self, piece: Piece, bounce: mmap.mmap | None) -> None:

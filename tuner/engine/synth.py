@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from tuner.engine.model import expert_key
+from tuner.engine.model import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,7 @@ def layer_weights(r: Recipe, layer: int, mu_hat: torch.Tensor) -> dict[str, torc
         p + "self_attn.k_norm.weight": torch.ones(Dh),
         p + "mlp.gate.weight": router * r.router_gain,
     }
+    expert_key = ModelConfig.from_hf(r.hf_config()).expert_key
     for e in range(E):
         w[expert_key(layer, e, "gate")] = _randn(g, I, D, scale=1 / math.sqrt(D))
         w[expert_key(layer, e, "up")] = _randn(g, I, D, scale=1 / math.sqrt(D))

@@ -1,0 +1,140 @@
+"""The REST API against a real server: settings, session, metrics, auth, limits, bad input."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.web.live import serve
+from tuner.engine.counters import COUNTERS
+from tuner.knobs import KNOBS
+
+
+def test_knobs_are_the_knob_table(live):
+    got = httpx.get(f"{live.url}/api/knobs").json()
+    assert got == [k.as_dict() for k in KNOBS]
+
+
+def test_patch_takes_names_and_env_aliases(live):
+    before = httpx.get(f"{live.url}/api/settings").json()
+    r = httpx.patch(f"{live.url}/api/settings",
+                    json={"moce_bonus": 0.5, "STRATA_METAL_DECODE_2Q": True})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["version"] == before["version"] + 1
+    assert body["settings"]["moce_bonus"] == 0.5 and body["settings"]["decode_2q"] is True
+    assert body["state"] == "running"
+    assert live.session.applied_version == body["version"]
+    assert live.session.cfg.moce_bonus == 0.5
+
+
+def test_rejection_names_every_bad_knob_and_applies_nothing(live):
+    good = httpx.patch(f"{live.url}/api/settings", json={"prefetch": "prev"}).json()
+    r = httpx.patch(f"{live.url}/api/settings",
+                    json={"moce_bonus": 0.2, "moce_protect": 99, "STRATA_PREFETCH": "all",
+                          "no_such_knob": 1})
+    assert r.status_code == 422
+    problems = r.json()["detail"]["problems"]
+    assert set(problems) == {"moce_protect", "prefetch", "no_such_knob"}
+    assert "STRATA_METAL_MOCE_PROTECT" in problems["moce_protect"]
+    assert "99" in problems["moce_protect"] and "[0, 64]" in problems["moce_protect"]
+    assert "off, prev, stale" in problems["prefetch"]
+    after = httpx.get(f"{live.url}/api/settings").json()
+    assert after == good  # moce_bonus=0.2 was valid but not applied either
+    live.wait_tokens(2)  # and the engine keeps decoding
+
+
+BAD_BODIES = [
+    pytest.param({"moce_bonus": "lots"}, 422, "moce_bonus", id="wrong-type"),
+    pytest.param({"moce_bonus": -1}, 422, "moce_bonus", id="below-range"),
+    pytest.param({"prefetch_max": 513}, 422, "prefetch_max", id="above-range"),
+    pytest.param({"decode_2q": "maybe"}, 422, "decode_2q", id="not-a-flag"),
+    pytest.param({"STRATA_NOPE": 1}, 422, "STRATA_NOPE", id="unknown-alias"),
+    pytest.param({"io_urgent": 3}, 422, "settings", id="cross-field"),
+    pytest.param({"model": "/nonexistent/model"}, 422, "model", id="missing-model"),
+    pytest.param([1, 2], 422, "settings", id="not-an-object"),
+    pytest.param("text", 422, "settings", id="a-string"),
+]
+
+
+@pytest.mark.parametrize("body,status,key", BAD_BODIES)
+def test_bad_settings_bodies(live, body, status, key):
+    before = live.controller.state()
+    r = httpx.patch(f"{live.url}/api/settings", json=body)
+    assert r.status_code == status, r.text
+    assert key in r.json()["detail"]["problems"]
+    assert live.controller.state()["settings"] == before["settings"]
+    assert live.session.applied_version == before["version"]
+    live.wait_tokens(2)
+
+
+@pytest.mark.parametrize("content", [b"{bad", b"\x00", b'{"moce_bonus": 1,}'])
+def test_malformed_json_is_400(live, content):
+    r = httpx.patch(f"{live.url}/api/settings", content=content,
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    assert "not valid JSON" in r.json()["detail"]
+
+
+def test_huge_bodies_are_413(live):
+    huge = b'{"moce_bonus": 1' + b" " * 70_000 + b"}"
+    r = httpx.patch(f"{live.url}/api/settings", content=huge,
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "65536" in r.json()["detail"]
+
+    def chunks():  # no Content-Length: the limit is counted as the body streams in
+        for _ in range(100):
+            yield b" " * 1024
+
+    r = httpx.patch(f"{live.url}/api/settings", content=chunks(),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    assert live.session.applied_version == 1
+
+
+def test_pause_resume_reset(live):
+    url = f"{live.url}/api/session"
+    assert httpx.post(f"{url}/pause").json() == {"state": "paused"}
+    paused_at = live.session.tokens
+    assert httpx.post(f"{url}/reset").json() == {"state": "paused"}
+    assert httpx.get(f"{live.url}/api/snapshot").json()["tokens"] == 0 <= paused_at
+    assert httpx.post(f"{url}/resume").json() == {"state": "running"}
+    live.wait_tokens(3)
+    assert httpx.post(f"{url}/stop").status_code == 422
+
+
+def test_snapshot_is_the_session_snapshot(live):
+    snap = httpx.get(f"{live.url}/api/snapshot").json()
+    assert snap["schema"] == 1
+    assert len(snap["layers"]) == snap["model"]["layers"] == 4
+    assert snap["settings"] == live.controller.settings.model_dump()
+
+
+def test_metrics_has_every_counter_per_layer(live):
+    live.wait_tokens(5)
+    r = httpx.get(f"{live.url}/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    lines = r.text.splitlines()
+    for col in COUNTERS:
+        name = f"tuner_layer_{col.name}_total"
+        assert f"# TYPE {name} counter" in lines
+        assert {ln.split("{")[1].split("}")[0] for ln in lines if ln.startswith(name + "{")} \
+            == {f'layer="{i}"' for i in range(4)}
+    lookups = sum(float(ln.split()[-1]) for ln in lines
+                  if ln.startswith("tuner_layer_lookups_total{"))
+    assert lookups > 0
+    assert "tuner_settings_version 1" in lines
+
+
+def test_token_is_required_everywhere(controller):
+    for live in serve(controller, token="s3cret"):
+        for path in ("/api/knobs", "/api/settings", "/api/snapshot", "/api/presets", "/metrics"):
+            r = httpx.get(f"{live.url}{path}")
+            assert r.status_code == 401, path
+            assert "token" in r.json()["detail"]
+            assert httpx.get(f"{live.url}{path}", params={"token": "wrong"}).status_code == 401
+            assert httpx.get(f"{live.url}{path}", params={"token": "s3cret"}).status_code == 200
+            assert httpx.get(f"{live.url}{path}",
+                             headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        r = httpx.patch(f"{live.url}/api/settings", json={"moce_bonus": 1.0})
+        assert r.status_code == 401 and live.session.applied_version == 1

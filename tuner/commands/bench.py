@@ -1,0 +1,73 @@
+"""`tuner bench`: ratios of what the engine achieves to what this machine allows."""
+
+from __future__ import annotations
+
+import argparse
+
+from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.measure import bench
+from tuner.settings import to_config
+
+SECTIONS = ("read", "machinery", "sites")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="measure the engine against the machine's limits")
+    p.add_argument("--only", default="read,machinery",
+                   help=f"comma-separated sections of {', '.join(SECTIONS)} "
+                        "(default read,machinery; sites needs link_gbps and cpu_gbps, "
+                        "e.g. --preset seed002-x4)")
+    p.add_argument("--tokens", type=int, default=64, help="tokens per measurement")
+    p.add_argument("--fracs", default="0,0.1,0.171,0.25,0.4,0.6,0.8,1",
+                   help="pcie_frac values of the sites sweep")
+    p.add_argument("--scale", type=float, default=0.1,
+                   help="multiplies the emulated link and CPU bandwidths of the sites sweep")
+    p.add_argument("--json", action="store_true")
+    add_knob_flags(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        raise SystemExit(f"tuner bench: unknown section(s) {sorted(unknown)}; "
+                         f"allowed: {', '.join(SECTIONS)}")
+    cfg = to_config(settings_from_args(args))
+    out = {"machine": bench.describe(cfg)}
+    if "read" in sections:
+        out["read"] = bench.read_bandwidth(cfg, args.tokens)
+    if "machinery" in sections:
+        out["machinery"] = bench.machinery(cfg, args.tokens)
+    if "sites" in sections:
+        fracs = [float(f) for f in args.fracs.split(",")]
+        out["sites"] = bench.sites_sweep(cfg, fracs, args.tokens, args.scale)
+    if args.json:
+        print_json(out)
+    else:
+        _print(out)
+    return 0
+
+
+def _print(out: dict) -> None:
+    m = out["machine"]
+    print(f"{m['model']}: {m['layers']} layers x {m['experts']} experts, top-{m['top_k']}, "
+          f"{m['expert_bytes']} bytes per expert, arena {m['arena_slots']} slots")
+    if "read" in out:
+        r = out["read"]
+        print(f"(a) read: engine {r['engine_gbps']} GB/s while serving misses / store "
+              f"{r['raw_gbps']} GB/s raw (O_DIRECT) = {r['ratio']}")
+    if "machinery" in out:
+        r = out["machinery"]
+        print(f"(b) machinery: arena, every lookup a hit ({r['hit_rate']} %), "
+              f"{r['arena_ms_per_token']} ms/token / fully resident "
+              f"{r['resident_ms_per_token']} ms/token = {r['ratio']}")
+    if "sites" in out:
+        s = out["sites"]
+        print(f"sites: link {s['link_gbps']} GB/s, CPU {s['cpu_gbps']} GB/s (scale "
+              f"{s['scale']}), balance point {s['balance_point']}; best pcie_frac measured "
+              f"{s['measured_best_frac']}, predicted {s['predicted_best_frac']}")
+        print(f"{'pcie_frac':>9} {'ms/token':>9} {'predicted':>9} {'cpu %':>6}")
+        for r in s["rows"]:
+            print(f"{r['pcie_frac']:>9} {r['ms_per_token']:>9} "
+                  f"{r['predicted_ms_per_token']:>9} {r['cpu_fraction']:>6}")

@@ -1,0 +1,104 @@
+"""`tuner presets`: list, show, diff and save presets offline; apply one to a running server."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import urllib.error
+import urllib.request
+
+from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.presets import Store, knob_diff
+from tuner.settings import defaults
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("presets", help="list, show, diff, save or apply presets")
+    actions = p.add_subparsers(dest="action", required=True)
+
+    a = actions.add_parser("list", help="every preset, shipped and user")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=list_presets)
+
+    a = actions.add_parser("show", help="one preset's metadata and knobs")
+    a.add_argument("name")
+    a.set_defaults(func=show)
+
+    a = actions.add_parser("diff", help="knobs that differ between two presets "
+                                        "(one preset: against the defaults)")
+    a.add_argument("a")
+    a.add_argument("b", nargs="?")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=diff)
+
+    a = actions.add_parser("save", help="save the settings given by --preset and knob flags "
+                                        "as a user preset")
+    a.add_argument("name")
+    a.add_argument("--description", default="")
+    add_knob_flags(a)
+    a.set_defaults(func=save)
+
+    a = actions.add_parser("apply", help="apply a preset to a running `tuner serve`")
+    a.add_argument("name")
+    a.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8765")
+    a.add_argument("--token", help="the server's token, if it has one")
+    a.set_defaults(func=apply)
+
+
+def list_presets(args: argparse.Namespace) -> int:
+    rows = Store().list()
+    if args.json:
+        print_json(rows)
+        return 0
+    for row in rows:
+        where = "broken" if row["error"] else ("shipped" if row["shipped"] else "user")
+        text = row["error"] or row["meta"].get("description", "")
+        print(f"{row['name']:24} {where:8} {text}")
+    return 0
+
+
+def show(args: argparse.Namespace) -> int:
+    print_json(Store().get(args.name).as_dict())
+    return 0
+
+
+def diff(args: argparse.Namespace) -> int:
+    store = Store()
+    b = store.get(args.b).settings() if args.b else defaults()
+    rows = knob_diff(store.get(args.a).settings(), b)
+    if args.json:
+        print_json(rows)
+        return 0
+    other = args.b or "defaults"
+    print(f"{'knob':20} {args.a:>16} {other:>16}")
+    for row in rows:
+        print(f"{row['knob']:20} {row['a']!r:>16} {row['b']!r:>16}")
+    if not rows:
+        print("(no differences)")
+    return 0
+
+
+def save(args: argparse.Namespace) -> int:
+    store = Store()
+    settings = settings_from_args(args)
+    based_on = args.preset if args.preset in store.names() else None  # a name, not a path
+    preset = store.save(args.name, settings, args.description, based_on=based_on)
+    print(f"saved {preset.path}")
+    return 0
+
+
+def apply(args: argparse.Namespace) -> int:
+    url = f"{args.url.rstrip('/')}/api/presets/{args.name}/apply"
+    request = urllib.request.Request(url, method="POST")
+    if args.token:
+        request.add_header("Authorization", f"Bearer {args.token}")
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            state = json.load(response)
+    except urllib.error.HTTPError as err:
+        detail = json.loads(err.read() or b"{}").get("detail", err.reason)
+        raise SystemExit(f"tuner presets apply: {err.code}: {detail}") from None
+    except urllib.error.URLError as err:
+        raise SystemExit(f"tuner presets apply: cannot reach {args.url}: {err.reason}") from None
+    print(f"applied {args.name}: settings version {state['version']}")
+    return 0

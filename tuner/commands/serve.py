@@ -1,0 +1,72 @@
+"""`tuner serve`: one engine session behind the REST API, the websocket stream and the page."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import socket
+
+from tuner.cli import add_knob_flags, settings_from_args
+
+DEFAULT_PORT = 8765
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the engine with the web control plane")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; any other needs --token)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+    p.add_argument("--token", default=os.environ.get("TUNER_TOKEN"),
+                   help="required on every call as 'Authorization: Bearer T' or ?token=T "
+                        "(default: $TUNER_TOKEN)")
+    add_knob_flags(p)
+    p.set_defaults(func=main)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def main(args: argparse.Namespace) -> int:
+    if not is_loopback(args.host) and not args.token:
+        raise SystemExit(f"tuner serve: --host {args.host} is reachable from other machines; "
+                         "give --token T (or set TUNER_TOKEN) so every call must carry it, "
+                         "or bind 127.0.0.1")
+    # Heavy imports after the argument checks, so mistakes are reported at once.
+    import uvicorn
+
+    from tuner.control import Controller
+    from tuner.engine.session import Session
+    from tuner.presets import Store
+    from tuner.settings import to_config
+    from tuner.web.app import create_app
+    from tuner.web.limits import MAX_BODY
+
+    settings = settings_from_args(args)
+    # Bound before the engine starts: a port in use fails at once, and the URL printed
+    # below already accepts connections.
+    ipv6 = ":" in args.host
+    try:
+        sock = socket.create_server((args.host, args.port),
+                                    family=socket.AF_INET6 if ipv6 else socket.AF_INET)
+    except OSError as err:
+        raise SystemExit(f"tuner serve: cannot listen on {args.host}:{args.port}: {err}")
+    session = Session(to_config(settings))
+    session.start()
+    try:
+        app = create_app(Controller(session, settings, Store()), args.token)
+        host = f"[{args.host}]" if ipv6 else args.host
+        print(f"tuner: serving {session.ckpt.name} at http://{host}:{args.port}/"
+              + (" (token required)" if args.token else ""), flush=True)
+        config = uvicorn.Config(app, log_level="warning", ws_max_size=MAX_BODY)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        session.stop()
+        sock.close()
+    return 0

@@ -1,0 +1,161 @@
+"""`tuner bench`: the engine measured against the limits of the machine it runs on.
+
+Each section measures two things in the same run and prints their ratio, so that the noise
+of a shared machine falls on both sides alike. Ratios, not absolute figures, are the
+result; the raw figures are printed beside them.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import replace
+
+import torch
+
+from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.counters import IDX
+from tuner.engine.decode import Engine, arena_slots
+from tuner.engine.reference import Resident
+from tuner.engine.session import Session, model_folder
+from tuner.engine.store import ReadPool
+from tuner.knobs import Config
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 4) if a and b else None
+
+
+def store_read(ckpt: Checkpoint, workers: int, direct: bool, experts: int = 256) -> dict:
+    """Raw read bandwidth of the expert store with the engine's own reader: `experts`
+    experts spread over the model, all queued at once."""
+    mc = ckpt.config
+    total = mc.num_layers * mc.num_experts
+    step = max(1, total // experts)
+    keys = [divmod(i, mc.num_experts) for i in range(0, total, step)][:experts]
+    buf = torch.empty(len(keys), ckpt.expert_bytes, dtype=torch.uint8)
+    pool = ReadPool(workers, 0, direct, 256 * 1024)
+    try:
+        t0 = time.perf_counter()
+        reads = [pool.submit(k, ckpt.extents(*k), memoryview(buf[i].numpy()), False)
+                 for i, k in enumerate(keys)]
+        for r in reads:
+            pool.wait(r)
+        secs = time.perf_counter() - t0
+    finally:
+        pool.close()
+    nbytes = len(keys) * ckpt.expert_bytes
+    return {"experts": len(keys), "bytes": nbytes, "seconds": round(secs, 4),
+            "gbps": round(nbytes / secs / 1e9, 4), "direct": direct, "workers": workers}
+
+
+def read_bandwidth(cfg: Config, tokens: int) -> dict:
+    """(a) the store's raw bandwidth against the engine's achieved bandwidth while it serves
+    misses (bytes read per second of time with reads in flight), both with O_DIRECT."""
+    cfg = replace(cfg, io_direct=True, prefetch="off", cpu_pool=False, ssd_gbps=0.0)
+    ckpt = Checkpoint(model_folder(cfg))
+    raw = store_read(ckpt, cfg.io_workers, direct=True)
+    session = Session(cfg)
+    try:
+        session.run(tokens)
+        achieved = session.engine.pool.achieved_gbps()
+        t = session.snapshot()["totals"]
+    finally:
+        session.engine.close()
+    return {"raw_gbps": raw["gbps"], "engine_gbps": round(achieved or 0, 4),
+            "ratio": _ratio(achieved, raw["gbps"]), "raw": raw,
+            "engine": {"tokens": tokens, "ms_per_token": t["ms_per_token"],
+                       "bytes_per_token": t["bytes_per_token"], "hit_rate": t["hit_rate"]}}
+
+
+def _time_steps(step, tokens: list[int]) -> float:
+    t0 = time.perf_counter()
+    for pos, tok in enumerate(tokens):
+        step(tok, pos)
+    return 1000 * (time.perf_counter() - t0) / len(tokens)
+
+
+def machinery(cfg: Config, tokens: int, rounds: int = 3) -> dict:
+    """(b) ms per token through the arena with every lookup a hit against the fully
+    resident model, interleaved A B A B on the same tokens."""
+    ckpt = Checkpoint(model_folder(cfg))
+    mc = ckpt.config
+    device = torch.device("cpu")
+    cfg = replace(cfg, expert_cache=mc.num_layers * mc.num_experts, prefetch="off",
+                  moce_bonus=0.0, moce_bonus_r1=0.0, cpu_pool=False)
+    resident = Resident(ckpt, cfg.context, device)
+    seq, tok = [], 1
+    for pos in range(tokens):  # a greedy sequence, so both sides see the same routings
+        seq.append(tok)
+        tok = int(torch.argmax(resident.step(tok, pos)))
+    engine = Engine(ckpt, cfg, device)
+    try:
+        _time_steps(engine.step, seq)  # warm: loads every expert the sequence routes to
+        before = engine.counters.cur.copy()
+        arena_ms, resident_ms = [], []
+        for _ in range(rounds):
+            arena_ms.append(_time_steps(engine.step, seq))
+            resident_ms.append(_time_steps(resident.step, seq))
+        delta = engine.counters.cur - before
+        lookups, hits = delta[:, IDX["lookups"]].sum(), delta[:, IDX["hits"]].sum()
+    finally:
+        engine.close()
+    a, r = statistics.median(arena_ms), statistics.median(resident_ms)
+    return {"arena_ms_per_token": round(a, 3), "resident_ms_per_token": round(r, 3),
+            "ratio": _ratio(a, r), "hit_rate": round(100 * hits / lookups, 2),
+            "tokens": tokens, "rounds": rounds,
+            "arena_runs": [round(x, 3) for x in arena_ms],
+            "resident_runs": [round(x, 3) for x in resident_ms]}
+
+
+def _sites_run(cfg: Config, tokens: int) -> dict:
+    session = Session(cfg)
+    try:
+        session.run(tokens // 4)  # warm: the tier fills the arena
+        session.reset_counters()
+        session.run(tokens)
+        return session.snapshot()
+    finally:
+        session.engine.close()
+
+
+def sites_sweep(cfg: Config, fracs: list[float], tokens: int, scale: float) -> dict:
+    """ms per token over pcie_frac with emulated link and CPU bandwidths (scaled by `scale`
+    so that the emulated sites, not this machine's own compute, set the pace), beside the
+    site-bound prediction: per layer max(T_link, T_cpu) from the counted experts. The sweep
+    runs forwards, then backwards, so drift falls on every point alike."""
+    link, cpu = cfg.link_gbps * scale, cfg.cpu_gbps * scale
+    if not (link and cpu):
+        raise ValueError("sites_sweep needs link_gbps and cpu_gbps (a preset such as "
+                         "seed002-x4)")
+    runs: dict[float, list[dict]] = {f: [] for f in fracs}
+    for frac in fracs + fracs[::-1]:
+        runs[frac].append(_sites_run(replace(cfg, cpu_pool=True, pcie_frac=frac,
+                                             link_gbps=link, cpu_gbps=cpu), tokens))
+    rows = []
+    for frac, snaps in runs.items():
+        snap = snaps[0]  # counts are deterministic: the same in both runs
+        nbytes = snap["model"]["expert_bytes"]
+        bound = sum(max(r["link_experts"] * nbytes / (link * 1e9),
+                        r["cpu_experts"] * nbytes / (cpu * 1e9)) for r in snap["layers"])
+        t = snap["totals"]
+        ms = [s["totals"]["ms_per_token"] for s in snaps]
+        rows.append({"pcie_frac": frac, "ms_per_token": round(statistics.mean(ms), 3),
+                     "runs": ms, "predicted_ms_per_token": round(1000 * bound / t["tokens"], 3),
+                     "cpu_fraction": t["cpu_fraction"], "hit_rate": t["hit_rate"]})
+    best = min(rows, key=lambda r: r["ms_per_token"])
+    return {"link_gbps": link, "cpu_gbps": cpu, "scale": scale,
+            "balance_point": round(link / (link + cpu), 4),
+            "measured_best_frac": best["pcie_frac"],
+            "predicted_best_frac": min(rows, key=lambda r: r["predicted_ms_per_token"])[
+                "pcie_frac"], "tokens": tokens, "rows": rows}
+
+
+def describe(cfg: Config) -> dict:
+    ckpt = Checkpoint(model_folder(cfg))
+    mc = ckpt.config
+    return {"model": ckpt.name, "layers": mc.num_layers, "experts": mc.num_experts,
+            "top_k": mc.top_k, "expert_bytes": ckpt.expert_bytes,
+            "arena_slots": arena_slots(cfg.expert_cache, mc.num_layers, mc.num_experts),
+            "torch_threads": torch.get_num_threads(),
+            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}

@@ -1,0 +1,55 @@
+"""The control plane: REST API, websocket stream and /metrics around one Controller."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+import anyio
+from fastapi import Depends, FastAPI
+
+from tuner import __version__
+from tuner.control import Controller
+from tuner.web import errors
+from tuner.web.deps import require_token
+from tuner.web.hub import Hub
+from tuner.web.limits import BodyLimit
+from tuner.web.schemas import COMMON
+from tuner.web.routes import metrics, presets, session, settings, stream
+
+
+def create_app(controller: Controller, token: str | None = None, *,
+               send_timeout: float = 5.0) -> FastAPI:
+    """`token`: when set, every call must carry it. `send_timeout`: seconds a websocket
+    send may take before the client counts as stalled and is closed."""
+    hub = Hub(controller.session.snapshot)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hub.run)
+            yield
+            tg.cancel_scope.cancel()
+
+    app = FastAPI(title="tuner", version=__version__, lifespan=lifespan,
+                  description="Live control of a MoE expert-streaming engine: knobs, "
+                              "settings, presets, counters.", responses=COMMON)
+    app.state.controller = controller
+    app.state.token = token
+    app.state.hub = hub
+    app.state.send_timeout = send_timeout
+    errors.install(app)
+    app.add_middleware(BodyLimit)
+    for module in (settings, session, presets, stream, metrics):
+        app.include_router(module.router, dependencies=[Depends(require_token)])
+    app.openapi = lambda: _openapi(app)
+    return app
+
+
+def _openapi(app: FastAPI) -> dict:
+    """FastAPI documents its own 422 shape; request errors are answered in ours."""
+    if app.openapi_schema is None:
+        schema = FastAPI.openapi(app)
+        schema["components"]["schemas"]["HTTPValidationError"] = {
+            "$ref": "#/components/schemas/ProblemsError"}
+        app.openapi_schema = schema
+    return app.openapi_schema

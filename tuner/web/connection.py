@@ -1,0 +1,81 @@
+"""One websocket client: a sender task fed by its outbox, and a receiver for its requests.
+
+A send that takes longer than the app's `send_timeout` means the client stopped reading:
+it is closed with 1013 (try again later), which browsers' reconnect logic understands.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from fastapi import WebSocket
+
+from tuner.web.hub import Frame, Hub, Outbox, send_loop
+from tuner.web.limits import MAX_BODY
+
+log = logging.getLogger(__name__)
+
+TRY_AGAIN_LATER = 1013
+
+Handler = Callable[[Any, Outbox], Awaitable[None]]
+
+
+async def serve_client(ws: WebSocket, hub: Hub, outbox: Outbox,
+                       encode: Callable[[Frame], str | None], handle: Handler) -> None:
+    """Runs until the client leaves or stalls. `handle(message, outbox)` answers one parsed
+    JSON message from the client, replying through the outbox."""
+    timeout: float = ws.app.state.send_timeout
+    stalled = False
+
+    async def send(text: str) -> None:
+        with anyio.fail_after(timeout):
+            await ws.send_text(text)
+
+    async def sender(cancel: anyio.CancelScope) -> None:
+        nonlocal stalled
+        try:
+            await send_loop(outbox, send, encode)
+        except TimeoutError:
+            stalled = True
+            log.info("websocket client %s stopped reading; closing it", ws.client)
+        cancel.cancel()
+
+    await ws.accept()
+    await hub.join(outbox)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sender, tg.cancel_scope)
+            await _receive(ws, outbox, handle)
+            tg.cancel_scope.cancel()
+    finally:
+        hub.leave(outbox)
+    if stalled:
+        with anyio.move_on_after(1.0):  # the close frame may not get through either
+            await ws.close(TRY_AGAIN_LATER, "client too slow: stopped reading")
+
+
+async def _receive(ws: WebSocket, outbox: Outbox, handle: Handler) -> None:
+    while True:
+        message = await ws.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        text = message.get("text")
+        if text is None:
+            outbox.reply(request_error(None, "send text frames holding JSON, not binary"))
+        elif len(text) > MAX_BODY:
+            outbox.reply(request_error(None, f"message over the limit of {MAX_BODY} bytes"))
+        else:
+            try:
+                parsed = json.loads(text)
+            except ValueError as err:
+                outbox.reply(request_error(None, f"message is not valid JSON: {err}"))
+                continue
+            await handle(parsed, outbox)
+
+
+def request_error(request_id: Any, message: str) -> dict[str, Any]:
+    return {"type": "error", "id": request_id, "problems": {"request": message}}

@@ -1,0 +1,126 @@
+"""Snapshot fan-out: one pump takes snapshots, every client gets only the newest.
+
+The pump runs at the highest rate any connected client asked for and hands each snapshot
+to every client's `Outbox`, a latest-wins slot: a client that cannot keep up simply skips
+snapshots, so no client can make the pump, the engine or another client wait. Replies to a
+client's own requests (acks, errors) queue in order beside the slot and are never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+from functools import cached_property
+from typing import Any
+
+import anyio
+
+MIN_RATE, MAX_RATE, DEFAULT_RATE = 0.5, 30.0, 10.0
+
+
+class Frame:
+    """One snapshot, encoded at most once however many clients send it."""
+
+    def __init__(self, snapshot: dict[str, Any]):
+        self.snapshot = snapshot
+
+    @cached_property
+    def json(self) -> str:
+        return json.dumps({"type": "snapshot", "data": self.snapshot}, separators=(",", ":"))
+
+
+class Outbox:
+    """What one client is waiting for: the newest frame and its replies."""
+
+    def __init__(self, rate: float):
+        self.rate = rate
+        self._frame: Frame | None = None
+        self._replies: deque[str] = deque()
+        self._wake = asyncio.Event()
+
+    def offer(self, frame: Frame) -> None:
+        self._frame = frame  # an unsent older frame is dropped here
+        self._wake.set()
+
+    def reply(self, message: dict[str, Any]) -> None:
+        self._replies.append(json.dumps(message))
+        self._wake.set()
+
+    async def wait(self, timeout: float | None) -> None:
+        """Until something new arrives or `timeout` seconds pass."""
+        with anyio.move_on_after(timeout):
+            await self._wake.wait()
+        self._wake.clear()
+
+    def take_replies(self) -> list[str]:
+        out = list(self._replies)
+        self._replies.clear()
+        return out
+
+    def take_frame(self) -> Frame | None:
+        frame, self._frame = self._frame, None
+        return frame
+
+    @property
+    def has_frame(self) -> bool:
+        return self._frame is not None
+
+
+async def send_loop(outbox: Outbox, send: Callable[[str], Any],
+                    encode: Callable[[Frame], str | None]) -> None:
+    """Sends replies as they come and at most `outbox.rate` frames per second, newest first.
+    `encode` turns a frame into this client's message (None: nothing to send)."""
+    period = 1.0 / outbox.rate
+    next_due = 0.0
+    while True:
+        now = time.monotonic()
+        await outbox.wait(max(0.0, next_due - now) if outbox.has_frame else None)
+        for message in outbox.take_replies():
+            await send(message)
+        if outbox.has_frame and time.monotonic() >= next_due:
+            message = encode(outbox.take_frame())
+            if message is not None:
+                await send(message)
+            next_due = time.monotonic() + period
+
+
+class Hub:
+    """Takes snapshots from `take` while clients are connected; offers each to all."""
+
+    def __init__(self, take: Callable[[], dict[str, Any]]):
+        self._take = take
+        self._outboxes: set[Outbox] = set()
+        self._joined = asyncio.Event()
+
+    @property
+    def clients(self) -> int:
+        return len(self._outboxes)
+
+    async def snapshot(self) -> Frame:
+        # Snapshots copy counters under the engine's lock: keep that off the event loop.
+        return Frame(await anyio.to_thread.run_sync(self._take))
+
+    async def join(self, outbox: Outbox) -> None:
+        """Registers a client and gives it a fresh frame at once."""
+        outbox.offer(await self.snapshot())
+        self._outboxes.add(outbox)
+        self._joined.set()
+
+    def leave(self, outbox: Outbox) -> None:
+        self._outboxes.discard(outbox)
+
+    async def run(self) -> None:
+        while True:
+            if not self._outboxes:
+                self._joined.clear()
+                await self._joined.wait()
+                continue
+            started = time.monotonic()
+            period = 1.0 / max(o.rate for o in self._outboxes)
+            frame = await self.snapshot()
+            for outbox in list(self._outboxes):
+                outbox.offer(frame)
+            await anyio.sleep(max(0.0, period - (time.monotonic() - started)))

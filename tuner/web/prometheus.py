@@ -1,0 +1,49 @@
+"""The snapshot in the Prometheus text exposition format, generated from the counter table.
+
+Per-layer counts (`COUNTERS`) become counters `tuner_layer_<name>_total{layer="i"}`; the
+derived per-layer figures (`DERIVED`) become gauges. Counts restart from zero when the
+counters are reset, which Prometheus treats as a counter reset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tuner.engine.counters import COUNTERS, DERIVED, Column
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _family(name: str, kind: str, help_: str, samples: Iterable[tuple[str, Any]]) -> list[str]:
+    help_ = help_.replace("\\", "\\\\").replace("\n", "\\n")
+    lines = [f"# HELP {name} {help_}", f"# TYPE {name} {kind}"]
+    # None marks a figure with nothing to measure yet (a rate over zero lookups).
+    lines += [f"{name}{labels} {value}" for labels, value in samples if value is not None]
+    return lines
+
+
+def _per_layer(snapshot: dict[str, Any], col: Column, counter: bool) -> list[str]:
+    name = f"tuner_layer_{col.name}" + ("_total" if counter else "")
+    samples = [(f'{{layer="{row["layer"]}"}}', row[col.name]) for row in snapshot["layers"]]
+    return _family(name, "counter" if counter else "gauge", f"{col.help} ({col.unit})",
+                   samples)
+
+
+def render(snapshot: dict[str, Any]) -> str:
+    lines = [
+        *_family("tuner_tokens_total", "counter", "tokens decoded since the last reset",
+                 [("", snapshot["tokens"])]),
+        *_family("tuner_decode_seconds_total", "counter",
+                 "seconds spent decoding since the last reset",
+                 [("", snapshot["totals"]["seconds"])]),
+        *_family("tuner_settings_version", "gauge", "settings version the engine runs",
+                 [("", snapshot["settings_version"])]),
+        *_family("tuner_state", "gauge", "1 for the session's current state",
+                 [(f'{{state="{snapshot["state"]}"}}', 1)]),
+    ]
+    for col in COUNTERS:
+        lines += _per_layer(snapshot, col, counter=True)
+    for col in DERIVED:
+        lines += _per_layer(snapshot, col, counter=False)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,73 @@
+"""Presets: list, read, save the current settings, apply, delete, diff."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query
+
+from tuner.presets import Preset, PresetError
+from tuner.web.deps import ControllerDep, PresetName, StoreDep, preset_name
+from tuner.web.schemas import (
+    BAD_JSON, BAD_PRESET, DiffRow, MessageError, PresetBody, PresetInfo, ProblemsError, SaveRequest,
+    SettingsState,
+)
+
+router = APIRouter(prefix="/api/presets", tags=["presets"])
+
+
+def _get(store, name: str) -> Preset:
+    if name not in store.names():
+        raise HTTPException(404, f"no preset named {name!r}; known: {', '.join(store.names())}")
+    return store.get(name)
+
+
+@router.get("", response_model=list[PresetInfo])
+def list_presets(store: StoreDep) -> list[dict[str, Any]]:
+    """Every preset; a broken file is listed with its error instead of failing the list."""
+    return store.list()
+
+
+@router.get("/{name}", response_model=PresetBody, responses=BAD_PRESET)
+def show(name: PresetName, store: StoreDep) -> dict[str, Any]:
+    return _get(store, name).as_dict()
+
+
+@router.post("/{name}", response_model=PresetBody, status_code=201,
+             responses={**BAD_JSON, 400: BAD_PRESET[400], 422: {"model": ProblemsError}})
+def save(name: PresetName, body: SaveRequest, controller: ControllerDep) -> dict[str, Any]:
+    """Saves the current settings (only the knobs that differ from the defaults)."""
+    return controller.save_preset(name, body.description).as_dict()
+
+
+@router.post("/{name}/apply", response_model=SettingsState,
+             responses={**BAD_PRESET, 422: {"model": MessageError | ProblemsError}})
+def apply(name: PresetName, controller: ControllerDep) -> dict[str, Any]:
+    """The preset's knobs on top of the defaults (the session knobs stay unless it sets
+    them), applied at the next token boundary."""
+    _get(controller.store, name)
+    controller.apply_preset(name)
+    return controller.state()
+
+
+@router.delete("/{name}", status_code=204, responses={
+    **BAD_PRESET, 403: {"model": MessageError, "description": "shipped presets are "
+                        "read-only"}})
+def delete(name: PresetName, store: StoreDep) -> None:
+    _get(store, name)
+    try:
+        store.delete(name)
+    except PresetError as err:  # the name exists, so it is a shipped one
+        raise HTTPException(403, str(err)) from None
+
+
+@router.get("/{name}/diff", response_model=list[DiffRow], responses=BAD_PRESET)
+def diff(name: PresetName, controller: ControllerDep,
+         against: str | None = Query(None, description="another preset; none = the current "
+                                     "settings")) -> list[dict[str, Any]]:
+    """Knobs whose values differ: `a` in this preset, `b` in `against`."""
+    _get(controller.store, name)
+    if against is not None:
+        _get(controller.store, preset_name(against))
+    return controller.diff(name, against)
+

@@ -1,0 +1,39 @@
+"""The knob table and the live settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body
+
+from tuner.knobs import KNOBS
+from tuner.settings import SettingsError
+from tuner.web.deps import ControllerDep
+from tuner.web.schemas import BAD_SETTINGS, SettingsState, settings_patch_schema
+
+router = APIRouter(prefix="/api", tags=["settings"])
+
+
+@router.get("/knobs")
+def knobs() -> list[dict[str, Any]]:
+    """Every knob: name, env alias, type, default, range, unit, group, live or restart, help."""
+    return [k.as_dict() for k in KNOBS]
+
+
+@router.get("/settings", response_model=SettingsState)
+def current(controller: ControllerDep) -> dict[str, Any]:
+    return controller.state()
+
+
+# A plain `def`: the change waits for the next token boundary, on a worker thread.
+@router.patch("/settings", response_model=SettingsState, responses=BAD_SETTINGS,
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": {"schema": settings_patch_schema()}}}})
+def change(controller: ControllerDep, changes: Any = Body()) -> dict[str, Any]:
+    """Changes some knobs. The whole result is validated first: on any bad value nothing is
+    applied and the 422 names every bad knob, its value and the allowed range."""
+    if not isinstance(changes, dict):
+        raise SettingsError({"settings": "the body must be a JSON object of knob: value, "
+                                         f"got {type(changes).__name__}"})
+    controller.change(changes)
+    return controller.state()
