@@ -42,8 +42,16 @@ def test_a_difference_inside_the_spread_is_not_readable():
     r = compare([10.0, 13.0, 12.0, 10.0, 10.1])  # pairs disagree in sign
     assert r["diff"] == pytest.approx(0.5) and abs(r["drift"]) < r["diff"]
     assert not r["readable"]
-    assert "inside the spread of the runs" in r["verdict"]
+    assert "inside the spread of the runs and pairs" in r["verdict"]
     assert [p["sign"] for p in r["pair_diffs"]] == ["B slower", "B faster"]
+
+
+def test_pairs_that_disagree_widen_the_spread():
+    # Each arm varies less than the A/B difference, but the pairs disagree: +2.0 then +0.2
+    # ms/token, a spread wider than their mean.
+    r = compare([10.0, 12.0, 11.0, 11.2, 10.5])
+    assert max(r["arms"]["A"]["stdev"], r["arms"]["B"]["stdev"]) < r["diff"] < r["pair_stdev"]
+    assert not r["readable"] and "inside the spread" in r["verdict"]
 
 
 def test_an_a_a_run_reports_a_difference_inside_its_spread():

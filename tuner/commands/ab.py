@@ -67,5 +67,5 @@ def _print(r: dict) -> None:
               f"{p['sign']}")
     print(f"mean difference B - A {r['diff']:+.3f} ms/token ({r['diff_pct']:+.1f} %); drift "
           f"sentinel A - first A {r['drift']:+.3f} ms/token ({r['drift_pct']:+.1f} %); spread "
-          f"{r['spread']:.3f} ms/token")
+          f"{r['spread']:.3f} ms/token (the largest stdev of the arms' runs and of the pairs)")
     print(f"verdict: {r['verdict']}")

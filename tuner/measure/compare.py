@@ -4,6 +4,10 @@ difference smaller than the drift or the spread.
 
 Runs go A B A B ... A: `pairs` matched pairs, then a sentinel run of A. A pair's
 difference is B - A (positive: B is slower). A's figures include the sentinel.
+
+The spread is the largest of each arm's run-to-run stdev and the stdev of the pair
+differences. The last matters on a machine whose speed jumps about: two arms can each look
+steady while their pairs disagree by more than their mean difference.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ def compare(ms: list[float]) -> dict:
     diff = statistics.fmean(diffs)
     arms = {"A": _arm(a), "B": _arm(b)}
     drift = a[-1] - a[0]
-    spread = max(s for s in (arms["A"]["stdev"], arms["B"]["stdev"]) if s is not None)
+    pair_stdev = statistics.stdev(diffs) if pairs > 1 else None
+    spread = max(s for s in (arms["A"]["stdev"], arms["B"]["stdev"], pair_stdev)
+                 if s is not None)
     reasons = []
     if abs(drift) >= abs(diff):
         reasons.append(f"the drift between the first A and the sentinel A ({drift:+.3f} "
@@ -44,7 +50,7 @@ def compare(ms: list[float]) -> dict:
                        "machine changed speed during the comparison")
     if spread >= abs(diff):
         reasons.append(f"the A/B difference ({diff:+.3f} ms/token) is inside the spread of "
-                       f"the runs (stdev up to {spread:.3f} ms/token)")
+                       f"the runs and pairs (stdev up to {spread:.3f} ms/token)")
     agree = sum(1 for d in diffs if _sign(d) == _sign(diff))
     if reasons:
         verdict = "not readable: " + "; ".join(reasons)
@@ -60,6 +66,7 @@ def compare(ms: list[float]) -> dict:
         "diff_pct": round(100 * diff / arms["A"]["mean"], 2) if arms["A"]["mean"] else None,
         "drift": round(drift, 4),
         "drift_pct": round(100 * drift / a[0], 2) if a[0] else None,
+        "pair_stdev": None if pair_stdev is None else round(pair_stdev, 4),
         "spread": round(spread, 4),
         "readable": not reasons,
         "verdict": verdict,
