@@ -71,6 +71,12 @@ class HostCopy:
         return buf
 
 
+    def warm(self) -> None:
+        """Touches every page once, so a measurement does not pay the first reads from disk."""
+        for buf in self.bufs.values():
+            buf.sum()
+
+
 class Sites:
     """The link and CPU sites: one worker thread each, paced by emulated bandwidths."""
 
@@ -130,6 +136,7 @@ class Tier:
         self.slots = slots
         self.share = [slots.n // layers + (l < slots.n % layers) for l in range(layers)]
         self.admitted: set[int] = set()  # layers with an admission since the last round
+        self._link_carry = 0.0  # the link share's rounding remainder, carried layer to layer
 
     def observe(self, layer: int, sel: list[int], decay: float) -> None:
         row = self.counts[layer]
@@ -139,8 +146,12 @@ class Tier:
     def link_share(self, layer: int, misses: list[tuple[int, int]], frac: float,
                    by_count: bool) -> list[tuple[int, int]]:
         """The (rank, expert) misses sent over the link: the last ones in rank order, or
-        with adapt-fetch the most-routed ones (ties by rank)."""
-        n = round(frac * len(misses))
+        with adapt-fetch the most-routed ones (ties by rank). A layer has only a few misses
+        at decode, so the fractional remainder is carried to the next layer: over a token
+        the link gets `frac` of the misses, not frac rounded per layer."""
+        want = frac * len(misses) + self._link_carry
+        n = min(len(misses), int(want + 1e-9))
+        self._link_carry = want - n
         if n == 0:
             return []
         if not by_count:

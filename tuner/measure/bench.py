@@ -19,6 +19,7 @@ from tuner.engine.decode import Engine, arena_slots
 from tuner.engine.reference import Resident
 from tuner.engine.session import Session, model_folder
 from tuner.engine.store import ReadPool
+from tuner.engine.tiers import HostCopy
 from tuner.knobs import Config
 
 
@@ -128,6 +129,7 @@ def sites_sweep(cfg: Config, fracs: list[float], tokens: int, scale: float) -> d
     if not (link and cpu):
         raise ValueError("sites_sweep needs link_gbps and cpu_gbps (a preset such as "
                          "seed002-x4)")
+    HostCopy(Checkpoint(model_folder(cfg))).warm()  # host RAM is the page cache: fill it
     runs: dict[float, list[dict]] = {f: [] for f in fracs}
     for frac in fracs + fracs[::-1]:
         runs[frac].append(_sites_run(replace(cfg, cpu_pool=True, pcie_frac=frac,
