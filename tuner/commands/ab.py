@@ -59,7 +59,7 @@ def _print(r: dict) -> None:
         s = r["arms"][arm]
         stdev = "-" if s["stdev"] is None else f"{s['stdev']:.3f}"
         same = ("identical in every run" if s["identical"] else
-                "NOT identical across runs: the engine was not deterministic here")
+                f"NOT identical across runs ({', '.join(s['differ'])} differ)")
         print(f"arm {arm}: {s['mean']:.3f} ms/token mean, stdev {stdev} over {len(s['runs'])} "
               f"runs; hit rate {s['hit_rate']} %, {s['bytes_per_token']} bytes/token: {same}")
     for p in r["pair_diffs"]:

@@ -64,12 +64,15 @@ def run_once(settings: Settings, tokens: int) -> dict[str, Any]:
 
 
 def repeated(runs: list[dict]) -> dict[str, Any]:
-    """Per counter: its value when every run agrees, else all values (and identical False)."""
-    out: dict[str, Any] = {}
+    """Per counter: its value when every run agrees, else every run's value; `differ`
+    names the counters that did not repeat."""
+    out: dict[str, Any] = {"differ": []}
     for key in REPEATED:
         values = [r[key] for r in runs]
         out[key] = values[0] if len(set(values)) == 1 else values
-    out["identical"] = all(len({r[key] for r in runs}) == 1 for key in REPEATED)
+        if len(set(values)) > 1:
+            out["differ"].append(key)
+    out["identical"] = not out["differ"]
     return out
 
 
