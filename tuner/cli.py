@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "tuner.commands.replay",
     "tuner.commands.serve",
     "tuner.commands.presets",
+    "tuner.commands.tui",
 )
 
 

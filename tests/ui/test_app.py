@@ -1,0 +1,238 @@
+"""The app driven as an operator drives it: keys, clicks and typing through the Pilot."""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+
+import pytest
+from textual.command import CommandPalette
+from textual.widgets import DataTable, Input, Static
+
+from tests.ui.conftest import free_port, until
+from tuner.settings import SettingsError, apply
+from tuner.ui.app import create_app
+from tuner.ui.remote import RemoteBackend
+from tuner.ui.screens.help import HelpScreen
+from tuner.ui.screens.knobs import KnobsScreen
+from tuner.ui.widgets.knob_field import KnobField
+from tuner.ui.widgets.layer_table import LayerTable
+
+pytestmark = pytest.mark.anyio
+SIZE = (140, 44)
+
+
+# The Pilot waits after each key until the process is idle, which a decoding engine
+# never is (up to a second a key), so tests that only edit settings pause the engine:
+# a paused session still applies settings.
+
+
+async def type_into(pilot, selector: str, text: str) -> None:
+    """Focuses a field (which selects its text) and types `text` over it, then enter."""
+    pilot.app.screen.query_one(selector).focus()
+    await pilot.pause()
+    await pilot.press(*text, "enter")
+
+
+async def test_toggling_2q_and_changing_the_bonus_change_the_settings_version(
+        embedded, controller):
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        wait = partial(until, pause=pilot.pause)
+        await pilot.press("3")
+        await pilot.pause()
+        assert isinstance(app.screen, KnobsScreen)
+        first = controller.version
+
+        await pilot.click("#knob-decode_2q")
+        await wait(lambda: controller.version == first + 1)
+        assert controller.settings.decode_2q is True
+
+        await type_into(pilot, "#knob-moce_bonus", "0.85")
+        await wait(lambda: controller.version == first + 2)
+        assert controller.settings.moce_bonus == 0.85
+        status = app.screen.query_one("#status", Static)
+        await wait(lambda: f"settings v{first + 2}" in str(status.render()))
+
+
+async def test_an_invalid_value_shows_the_engine_message_and_changes_nothing(
+        embedded, controller):
+    with pytest.raises(SettingsError) as engine:
+        apply(controller.settings, {"moce_bonus": "99"})
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        version, settings = controller.version, controller.settings
+        field = app.screen.query_one("#field-moce_bonus", KnobField)
+
+        await type_into(pilot, "#knob-moce_bonus", "99")
+        await until(lambda: field.has_class("-rejected"), pause=pilot.pause)
+        shown = str(field.query_one(".knob-problem", Static).render())
+        assert shown == engine.value.problems["moce_bonus"]
+        assert "moce_bonus (STRATA_METAL_MOCE_BONUS) = '99'" in shown
+        assert field.query_one(Input).value == "0.0"  # back to what the engine runs
+        assert controller.version == version and controller.settings == settings
+
+        # a rule across knobs is shown above the form
+        await type_into(pilot, "#knob-io_urgent", "5")
+        problem = app.screen.query_one("#form-problem", Static)
+        await until(lambda: "io_urgent (5) must be less than io_workers (3)"
+                    in str(problem.render()), pause=pilot.pause)
+        assert app.screen.query_one("#knob-io_urgent", Input).value == "1"
+        assert controller.version == version
+
+
+async def test_saving_and_applying_a_preset_round_trips(embedded, controller):
+    controller.session.pause()
+    controller.change({"moce_bonus": 0.85, "prefetch": "stale"})
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        wait = partial(until, pause=pilot.pause)
+        await pilot.press("4")
+        await pilot.pause()
+        presets = app.screen.query_one("#preset-list", DataTable)
+        await wait(lambda: presets.row_count > 0)
+
+        await pilot.press("s")
+        await pilot.pause()
+        await pilot.press(*"mine", "enter", *"bonus and stale", "enter")
+        await wait(lambda: "mine" in [k.value for k in presets.rows])
+        assert app.screen.selected == "mine"
+
+        controller.change({"moce_bonus": 0.0, "prefetch": "off"})
+        await pilot.press("d")
+        diff = app.screen.query_one("#preset-diff", DataTable)
+        await wait(lambda: diff.row_count == 2)
+        assert {diff.get_row_at(i)[0] for i in range(2)} == {"moce_bonus", "prefetch"}
+
+        version = controller.version
+        await pilot.press("a")
+        await wait(lambda: controller.version > version)
+        assert controller.settings.moce_bonus == 0.85
+        assert controller.settings.prefetch == "stale"
+
+
+def cells(table: LayerTable) -> list[str]:
+    return [str(cell) for row in range(table.row_count) for cell in table.get_row_at(row)]
+
+
+def lookups(table: LayerTable, layer: int) -> int:
+    return int(table.get_cell(str(layer), "lookups").plain.replace(",", ""))
+
+
+async def test_the_layer_table_fills_updates_toggles_and_sorts(embedded, controller):
+    layers = controller.session.ckpt.config.num_layers
+    app = create_app(embedded, refresh_hz=4)
+    async with app.run_test(size=SIZE) as pilot:
+        wait = partial(until, pause=pilot.pause)
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.screen.query_one(LayerTable)
+        await wait(lambda: table.row_count == layers and table.get_cell("0", "lookups").plain)
+        assert [k.value for k in table.rows] == [str(i) for i in range(layers)]
+        assert [c.value for c in table.columns][:2] == ["layer", "hit_rate"]
+        first = cells(table)
+        await wait(lambda: cells(table) != first)  # the window moves with the engine
+
+        await pilot.press("p")  # a paused engine holds still while the order is checked
+        await wait(lambda: app.snapshot["state"] == "paused")
+        await pilot.press("w")
+        caption = app.screen.query_one("#layers-caption", Static)
+        await wait(lambda: "cumulative" in str(caption.render()))
+        assert lookups(table, 0) == app.snapshot["layers"][0]["lookups"]
+
+        table.focus()
+        table.move_cursor(column=[c.value for c in table.columns].index("hit_rate"))
+        await pilot.press("s")
+        rates = {r["layer"]: r["hit_rate"] for r in app.snapshot["layers"]}
+        shown = [table.get_row_at(i)[0] for i in range(layers)]
+        assert shown == sorted(rates, key=lambda layer: -rates[layer])
+        assert "sorted by hit_rate, largest first" in str(caption.render())
+        await pilot.press("s")
+        assert [table.get_row_at(i)[0] for i in range(layers)] == shown[::-1]
+
+
+async def test_pause_resume_and_reset_keys(embedded, controller):
+    session = controller.session
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        wait = partial(until, pause=pilot.pause)
+        await wait(lambda: app.snapshot and app.snapshot["tokens"] > 8)
+        await pilot.press("p")
+        await wait(lambda: session.state == "paused" and app.snapshot["state"] == "paused")
+        await pilot.press("r")
+        await wait(lambda: session.tokens == 0 and app.snapshot["tokens"] == 0)
+        await pilot.press("p")
+        await wait(lambda: session.state == "running" and app.snapshot["tokens"] > 0)
+
+
+async def test_help_screen_and_command_palette(embedded, controller):
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+
+        version = controller.version
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"toggle decode_2q")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await until(lambda: controller.version > version, pause=pilot.pause)
+        assert controller.settings.decode_2q is True
+        assert isinstance(app.screen, KnobsScreen)  # where a rejection would show
+
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"apply preset 2q")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await until(lambda: controller.settings.expert_cache == 0, pause=pilot.pause)
+
+
+async def test_repaints_at_its_own_rate_from_the_newest_snapshot(embedded):
+    """The engine makes hundreds of tokens a second; the UI takes a snapshot per repaint."""
+    taken = []
+    newest = embedded.latest
+    embedded.latest = lambda: taken.append(1) or newest()
+    app = create_app(embedded, refresh_hz=4)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        start, t0 = len(taken), time.monotonic()
+        await pilot.pause(1.5)
+        calls, elapsed = len(taken) - start, time.monotonic() - t0
+    assert 0 < calls <= 4 * elapsed + 1
+
+
+async def test_the_remote_app_shows_the_same_screens(remote, controller):
+    layers = controller.session.ckpt.config.num_layers
+    controller.session.pause()  # it still sends snapshots
+    app = create_app(remote)
+    async with app.run_test(size=SIZE) as pilot:
+        wait = partial(until, pause=pilot.pause)
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.screen.query_one(LayerTable)
+        await wait(lambda: table.row_count == layers)
+        await pilot.press("3")
+        await pilot.pause()
+        version = controller.version
+        await type_into(pilot, "#knob-moce_bonus", "0.5")
+        await wait(lambda: controller.version == version + 1)
+        assert controller.settings.moce_bonus == 0.5
+
+
+async def test_an_unreachable_server_ends_the_app_with_a_message():
+    app = create_app(RemoteBackend(f"http://127.0.0.1:{free_port()}"))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+    assert app.return_code == 1

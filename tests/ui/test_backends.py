@@ -1,0 +1,120 @@
+"""Both backends keep one contract: the same calls give the same effects on the engine,
+whether it runs in this process or behind a server."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ui.conftest import following, serving, stand_in_server, until
+from tuner.knobs import KNOBS
+from tuner.settings import SettingsError, apply
+from tuner.ui.backend import BackendError, Rejected
+from tuner.ui.remote import RemoteBackend, websocket_url
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def backend(request):
+    return request.getfixturevalue(request.param)
+
+
+async def test_knobs_are_the_knob_table(backend):
+    async with following(backend):
+        assert [k["name"] for k in await backend.knobs()] == [k.name for k in KNOBS]
+
+
+async def test_change_is_applied_and_versioned(backend, controller):
+    async with following(backend):
+        before = await backend.state()
+        state = await backend.change({"moce_bonus": "0.85", "decode_2q": True})
+        assert state["version"] == before["version"] + 1 == controller.version
+        assert controller.settings.moce_bonus == 0.85 and controller.settings.decode_2q
+        snap = await until(lambda: (s := backend.latest()) and
+                           s["settings_version"] == state["version"] and s)
+        assert snap["settings"]["decode_2q"] is True
+
+
+async def test_rejected_change_carries_the_engine_message_and_changes_nothing(
+        backend, controller):
+    with pytest.raises(SettingsError) as engine:
+        apply(controller.settings, {"moce_bonus": 99})
+    async with following(backend):
+        version, settings = controller.version, controller.settings
+        with pytest.raises(Rejected) as err:
+            await backend.change({"moce_bonus": 99})
+        assert err.value.problems == engine.value.problems
+        assert "moce_bonus (STRATA_METAL_MOCE_BONUS) = 99" in err.value.problems["moce_bonus"]
+        assert controller.version == version and controller.settings == settings
+
+
+async def test_pause_resume_reset(backend, controller):
+    session = controller.session
+    async with following(backend):
+        await until(lambda: session.tokens > 8)
+        await backend.pause()
+        assert (await until(backend.latest))["state"] in ("running", "paused")
+        await until(lambda: (s := backend.latest()) and s["state"] == "paused")
+        await backend.reset()
+        await until(lambda: session.tokens == 0)
+        await backend.resume()
+        await until(lambda: (s := backend.latest()) and s["state"] == "running"
+                    and s["tokens"] > 0)
+
+
+async def test_preset_save_diff_apply(backend, controller):
+    async with following(backend):
+        await backend.change({"moce_bonus": 0.85})
+        await backend.save_preset("mine", "bonus on")
+        listed = {p["name"]: p for p in await backend.presets()}
+        assert listed["mine"]["knobs"]["moce_bonus"] == 0.85
+        assert listed["mine"]["meta"]["description"] == "bonus on"
+        await backend.change({"moce_bonus": 0.0})
+        diff = await backend.diff_preset("mine")
+        assert {"knob": "moce_bonus", "env": "STRATA_METAL_MOCE_BONUS", "a": 0.85,
+                "b": 0.0} in diff
+        state = await backend.apply_preset("mine")
+        assert state["settings"]["moce_bonus"] == 0.85 == controller.settings.moce_bonus
+
+
+async def test_bad_preset_name_is_an_error_for_the_operator(backend):
+    async with following(backend):
+        with pytest.raises(BackendError, match="preset name"):
+            await backend.save_preset("no spaces!", "")
+
+
+# -- remote only -------------------------------------------------------------------------
+def test_websocket_url():
+    assert websocket_url("http://h:8000/", 10) == "ws://h:8000/ws?rate=10"
+    assert websocket_url("https://h", 2.5) == "wss://h/ws?rate=2.5"
+    assert websocket_url("127.0.0.1:8000", 10) == "ws://127.0.0.1:8000/ws?rate=10"
+
+
+async def test_remote_keeps_only_the_newest_frame(remote):
+    async with following(remote):
+        first = await until(remote.latest)
+        assert remote.latest() is first  # no new frame: no new parse
+        newer = await until(lambda: (s := remote.latest()) and s["seq"] > first["seq"] and s)
+        assert remote.link == "live" and newer["seq"] > first["seq"]
+
+
+async def test_remote_without_the_token_is_refused(remote_url):
+    backend = RemoteBackend(remote_url, token="wrong")
+    async with following(backend):
+        with pytest.raises(BackendError, match="401"):
+            await backend.state()
+        await until(lambda: "refused" in backend.link or "disconnected" in backend.link)
+        assert backend.latest() is None
+
+
+async def test_remote_server_gone_is_reported_not_fatal(controller):
+    with serving(stand_in_server(controller)) as url:
+        backend = RemoteBackend(url)
+        async with following(backend):
+            await until(backend.latest)
+    # the server has stopped: a new connection fails with a message, the last frame stays
+    backend = RemoteBackend(url)
+    async with following(backend):
+        with pytest.raises(BackendError, match=url):
+            await backend.state()
+        await until(lambda: "disconnected" in backend.link)

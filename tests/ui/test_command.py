@@ -1,0 +1,18 @@
+"""`tuner tui` on the command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.cli import build_parser, main
+
+
+def test_tui_is_a_subcommand_with_knob_flags():
+    args = build_parser().parse_args(["tui", "--moce-bonus", "0.85", "--refresh-hz", "2"])
+    assert args.command == "tui" and args.knob_moce_bonus == "0.85" and args.refresh_hz == 2
+
+
+def test_connect_refuses_flags_that_set_up_a_local_engine():
+    with pytest.raises(SystemExit, match="--preset, --moce-bonus"):
+        main(["tui", "--connect", "http://127.0.0.1:1", "--preset", "2q",
+              "--moce-bonus", "1"])

@@ -1,0 +1,69 @@
+"""`tuner tui`: the terminal UI, over an engine in this process or a running server."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tuner.cli import add_knob_flags, settings_from_args
+from tuner.knobs import KNOBS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tui", help="the terminal UI: an engine in this process, or --connect "
+                       "to a running `tuner serve`")
+    p.add_argument("--connect", metavar="URL",
+                   help="attach to the server at URL (such as http://127.0.0.1:8000) instead "
+                        "of running an engine here; knob flags do not apply then")
+    p.add_argument("--token", help="the server's access token (sent as a Bearer token)")
+    p.add_argument("--refresh-hz", type=float, default=3.0,
+                   help="screen repaints per second, whatever the snapshot rate (default 3)")
+    p.add_argument("--rate", type=float, default=10.0,
+                   help="snapshots per second asked of the server with --connect (default 10)")
+    add_knob_flags(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.connect:
+        return _connected(args)
+    return _embedded(args)
+
+
+def _connected(args: argparse.Namespace) -> int:
+    given = [f"--{k.name.replace('_', '-')}" for k in KNOBS
+             if getattr(args, f"knob_{k.name}") is not None]
+    if args.preset:
+        given.insert(0, "--preset")
+    if given:
+        raise SystemExit(f"tuner tui: {', '.join(given)} set up a local engine; with --connect "
+                         "change settings in the UI or with the server's API")
+    from tuner.ui.app import create_app
+    from tuner.ui.remote import RemoteBackend
+
+    app = create_app(RemoteBackend(args.connect, token=args.token, rate=args.rate),
+                     refresh_hz=args.refresh_hz)
+    app.run()
+    return app.return_code or 0
+
+
+def _embedded(args: argparse.Namespace) -> int:
+    from tuner.control import Controller
+    from tuner.engine.session import Session
+    from tuner.settings import to_config
+    from tuner.ui.app import create_app
+    from tuner.ui.embedded import EmbeddedBackend
+
+    settings = settings_from_args(args)
+    if not settings.model:
+        print("tuner tui: loading the embedded demo model (made on first use)...",
+              file=sys.stderr)
+    session = Session(to_config(settings))
+    session.start()
+    try:
+        app = create_app(EmbeddedBackend(Controller(session, settings)),
+                         refresh_hz=args.refresh_hz)
+        app.run()
+        return app.return_code or 0
+    finally:
+        session.stop()

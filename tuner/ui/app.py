@@ -1,0 +1,158 @@
+"""The Textual app: four screens over one backend, repainted on a timer.
+
+Snapshots are never pushed into widgets as they arrive. A timer at `refresh_hz` takes the
+newest snapshot from the backend and paints the visible screen with it, inside one batch
+update, and only when something in it changed. The repaint rate, not the snapshot rate,
+is what costs CPU, and in the embedded mode that CPU is the engine's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+from textual.app import App
+from textual.binding import Binding
+
+from tuner.ui.backend import Backend, BackendError, State
+from tuner.ui.commands import KnobCommands, PresetCommands
+from tuner.ui.history import History
+from tuner.ui.screens.base import SnapshotScreen
+from tuner.ui.screens.help import HelpScreen
+from tuner.ui.screens.knobs import KnobsScreen
+from tuner.ui.screens.layers import LayersScreen
+from tuner.ui.screens.overview import OverviewScreen
+from tuner.ui.screens.presets import PresetsScreen
+
+DEFAULT_REFRESH_HZ = 3.0
+MAX_REFRESH_HZ = 30.0
+
+
+def painted_as(snap: dict[str, Any], link: str) -> tuple:
+    """What decides whether a screen needs painting again: new tokens, new settings, a
+    changed state, a reset or a change of the connection."""
+    return (snap["tokens"], snap["settings_version"],
+            snap.get("pending_version"), snap["state"], snap.get("error"),
+            snap["window"]["tokens"], link)
+
+
+class TunerApp(App[int]):
+    CSS_PATH = "tuner.tcss"
+    TITLE = "tuner"
+    MODES = {
+        "overview": OverviewScreen,
+        "layers": LayersScreen,
+        "knobs": KnobsScreen,
+        "presets": PresetsScreen,
+    }
+    BINDINGS = [
+        Binding("1", "switch_mode('overview')", "Overview"),
+        Binding("2", "switch_mode('layers')", "Layers"),
+        Binding("3", "switch_mode('knobs')", "Knobs"),
+        Binding("4", "switch_mode('presets')", "Presets"),
+        Binding("p", "toggle_pause", "Pause", tooltip="pause or resume the decode loop"),
+        Binding("r", "reset", "Reset", tooltip="zero the counters, cumulative and window"),
+        Binding("question_mark,f1", "help", "Help", tooltip="keys and layer columns"),
+        Binding("q", "quit", "Quit"),
+    ]
+    COMMANDS = App.COMMANDS | {KnobCommands, PresetCommands}
+
+    def __init__(self, backend: Backend, refresh_hz: float = DEFAULT_REFRESH_HZ):
+        if not 0 < refresh_hz <= MAX_REFRESH_HZ:
+            raise ValueError(f"refresh_hz must be in (0, {MAX_REFRESH_HZ:g}], got {refresh_hz}")
+        super().__init__()
+        self.backend = backend
+        self.refresh_hz = refresh_hz
+        self.snapshot: dict[str, Any] | None = None
+        self.history = History()
+        self.knob_specs: list[dict[str, Any]] = []
+        # The settings the engine runs, from the newest snapshot or a change's answer.
+        self.state: State = {"version": 0, "settings": {}, "state": ""}
+        self._painted: tuple | None = None
+
+    async def on_mount(self) -> None:
+        await self.backend.open()
+        try:
+            self.knob_specs = await self.backend.knobs()
+            self.state = await self.backend.state()
+        except BackendError as err:
+            self.exit(return_code=1, message=f"tuner tui: {err}")
+            return
+        self.run_worker(self.backend.follow(), name="snapshots", group="snapshots")
+        self.set_interval(1 / self.refresh_hz, self.repaint, name="repaint")
+        await self.switch_mode("overview")
+
+    async def on_unmount(self) -> None:
+        await self.backend.close()
+
+    # -- painting ----------------------------------------------------------------------
+    def repaint(self, force: bool = False) -> None:
+        """Paints the visible screen with the newest snapshot (latest wins)."""
+        screen = self.screen
+        snap = self.backend.latest()
+        if snap is None:
+            if isinstance(screen, SnapshotScreen):
+                screen.waiting()
+            return
+        self.snapshot = snap
+        self.history.record(snap)
+        if snap["settings_version"] >= self.state["version"]:
+            self.state = {"version": snap["settings_version"], "settings": snap["settings"],
+                          "state": snap["state"]}
+        if not isinstance(screen, SnapshotScreen):
+            return
+        key = (screen, painted_as(snap, self.backend.link))
+        if key == self._painted and not force:
+            return
+        self._painted = key
+        with self.batch_update():
+            screen.paint(snap)
+
+    # -- actions -----------------------------------------------------------------------
+    async def _report(self, operation: Awaitable[None], done: str) -> None:
+        try:
+            await operation
+        except BackendError as err:
+            self.notify(str(err), severity="error", markup=False)
+            return
+        self.notify(done, markup=False)
+        self.repaint(force=True)
+
+    def action_toggle_pause(self) -> None:
+        if self.snapshot and self.snapshot["state"] == "paused":
+            self.run_worker(self._report(self.backend.resume(), "resumed"))
+        else:
+            self.run_worker(self._report(self.backend.pause(), "paused"))
+
+    def action_reset(self) -> None:
+        self.run_worker(self._report(self.backend.reset(), "counters reset"))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def apply_preset(self, name: str) -> None:
+        self.run_worker(self._apply_preset(name), group="apply")
+
+    async def _apply_preset(self, name: str) -> None:
+        try:
+            state = await self.backend.apply_preset(name)
+        except BackendError as err:
+            self.notify(str(err), title="preset not applied", severity="error", markup=False)
+            return
+        self.state = state
+        self.notify(f"applied {name}: settings v{state['version']}", title="preset",
+                    markup=False)
+        self.repaint(force=True)
+
+    async def set_knob(self, name: str, value: Any) -> None:
+        await self.switch_mode("knobs")
+        self.screen.submit({name: value})
+
+    async def edit_knob(self, name: str) -> None:
+        await self.switch_mode("knobs")
+        self.screen.edit(name)
+
+
+def create_app(backend: Backend, refresh_hz: float = DEFAULT_REFRESH_HZ) -> TunerApp:
+    """The terminal UI over `backend`, repainting at most `refresh_hz` times a second."""
+    return TunerApp(backend, refresh_hz)

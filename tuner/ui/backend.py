@@ -1,0 +1,95 @@
+"""What the terminal UI needs from an engine, whether it runs in this process or elsewhere.
+
+Every screen talks to one `Backend`; `EmbeddedBackend` (tuner.ui.embedded) steers a
+Session in this process through a Controller, `RemoteBackend` (tuner.ui.remote) steers a
+`tuner serve` over REST and follows its websocket. The methods are coroutines so that
+both fit the app's event loop: the remote one awaits the network, the embedded one runs
+the engine's blocking calls on a worker thread.
+
+Snapshots are pulled, not pushed: `latest()` returns the newest snapshot there is and the
+UI asks for it at its own repaint rate, so older snapshots are never queued or drawn.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+# {"version": int, "settings": {knob: value}, "state": "running" | "paused" | "error"}
+State = dict[str, Any]
+
+
+class BackendError(RuntimeError):
+    """An operation failed; the message is meant for the operator."""
+
+
+class Rejected(BackendError):
+    """The engine's validation refused a settings change; nothing was applied.
+
+    `problems` maps a knob name (or "settings" for a rule across knobs) to the engine's own
+    message, which names the knob, its env alias, the value and what is allowed."""
+
+    def __init__(self, problems: Mapping[str, str]):
+        self.problems = dict(problems)
+        super().__init__("; ".join(self.problems.values()))
+
+
+class Backend(ABC):
+    #: Where the engine is, for the status line: "embedded" or the server's URL.
+    where: str = ""
+
+    @property
+    def link(self) -> str:
+        """The state of the connection in words; empty when there is none to lose."""
+        return ""
+
+    async def open(self) -> None:
+        """Acquires what the backend needs on the app's event loop."""
+
+    async def close(self) -> None:
+        """Releases what `open` acquired."""
+
+    async def follow(self) -> None:
+        """Keeps `latest()` fresh until cancelled (runs as a worker of the app)."""
+
+    @abstractmethod
+    def latest(self) -> dict[str, Any] | None:
+        """The newest snapshot, or None before the first one."""
+
+    @abstractmethod
+    async def knobs(self) -> list[dict[str, Any]]:
+        """The knob table, one `Knob.as_dict()` per knob, in table order."""
+
+    @abstractmethod
+    async def state(self) -> State: ...
+
+    @abstractmethod
+    async def change(self, changes: Mapping[str, Any]) -> State:
+        """Applies `changes` as a whole at the next token boundary; raises Rejected."""
+
+    @abstractmethod
+    async def pause(self) -> None: ...
+
+    @abstractmethod
+    async def resume(self) -> None: ...
+
+    @abstractmethod
+    async def reset(self) -> None:
+        """Zeroes the counters (cumulative and window)."""
+
+    @abstractmethod
+    async def presets(self) -> list[dict[str, Any]]:
+        """Every preset: {name, shipped, meta, knobs, error}."""
+
+    @abstractmethod
+    async def save_preset(self, name: str, description: str) -> None:
+        """Saves the current settings as a user preset."""
+
+    @abstractmethod
+    async def apply_preset(self, name: str) -> State: ...
+
+    @abstractmethod
+    async def diff_preset(self, name: str) -> list[dict[str, Any]]:
+        """Knobs where preset `name` (a) and the current settings (b) differ:
+        [{knob, env, a, b}]."""

@@ -1,0 +1,68 @@
+"""Command palette providers: every knob and every preset as a command.
+
+A flag can be toggled and a choice picked from the palette; any knob can be jumped to in
+the form. Knob commands go through the Knobs screen, so a rejected value is shown there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from tuner.ui.backend import BackendError
+
+if TYPE_CHECKING:
+    from tuner.ui.app import TunerApp
+
+Command = tuple[str, str, Callable[[], Any]]  # text, help, callback
+
+
+class _Commands(Provider):
+    app: TunerApp
+
+    def commands(self) -> Iterator[Command]:
+        raise NotImplementedError
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, help, callback in self.commands():
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(text), callback, text=text, help=help)
+
+    async def discover(self) -> Hits:
+        for text, help, callback in self.commands():
+            yield DiscoveryHit(text, callback, text=text, help=help)
+
+
+class KnobCommands(_Commands):
+    def commands(self) -> Iterator[Command]:
+        app, settings = self.app, self.app.state["settings"]
+        for spec in app.knob_specs:
+            name, now = spec["name"], settings.get(spec["name"])
+            if spec["kind"] == "flag":
+                yield (f"toggle {name} (now {'on' if now else 'off'})", spec["help"],
+                       partial(app.set_knob, name, not now))
+            elif spec["kind"] == "choice":
+                for choice in spec["choices"]:
+                    if choice != now:
+                        yield (f"set {name} = {choice}", spec["help"],
+                               partial(app.set_knob, name, choice))
+            yield f"edit {name} (now {now!r})", spec["help"], partial(app.edit_knob, name)
+
+
+class PresetCommands(_Commands):
+    async def startup(self) -> None:
+        try:
+            self.presets = [p for p in await self.app.backend.presets() if not p["error"]]
+        except BackendError:
+            self.presets = []  # the palette still offers the other commands
+
+    def commands(self) -> Iterator[Command]:
+        for preset in self.presets:
+            name = preset["name"]
+            yield (f"apply preset {name}", preset["meta"].get("description", ""),
+                   partial(self.app.apply_preset, name))

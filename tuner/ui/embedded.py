@@ -1,0 +1,72 @@
+"""The UI's backend for an engine in this process: a Controller over a running Session.
+
+The Controller's calls block (a change waits for the next token boundary, a restart-class
+change rebuilds the arena), so each runs on a worker thread and the app's event loop only
+awaits it. The session's lifetime belongs to whoever made it, not to the backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from tuner.control import Controller
+from tuner.knobs import KNOBS
+from tuner.presets import PresetError
+from tuner.settings import SettingsError
+from tuner.ui.backend import Backend, BackendError, Rejected, State
+
+T = TypeVar("T")
+
+
+class EmbeddedBackend(Backend):
+    where = "embedded"
+
+    def __init__(self, controller: Controller):
+        self.controller = controller
+        self.session = controller.session
+
+    def latest(self) -> dict[str, Any] | None:
+        # The session builds a snapshot on request, so the newest is always the one taken.
+        return self.session.snapshot()
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except SettingsError as err:
+            raise Rejected(err.problems) from None
+        except PresetError as err:
+            raise BackendError(str(err)) from None
+
+    async def knobs(self) -> list[dict[str, Any]]:
+        return [k.as_dict() for k in KNOBS]
+
+    async def state(self) -> State:
+        return self.controller.state()
+
+    async def change(self, changes: Mapping[str, Any]) -> State:
+        await self._call(self.controller.change, dict(changes))
+        return self.controller.state()
+
+    async def pause(self) -> None:
+        self.session.pause()
+
+    async def resume(self) -> None:
+        self.session.resume()
+
+    async def reset(self) -> None:
+        self.session.reset_counters()
+
+    async def presets(self) -> list[dict[str, Any]]:
+        return await self._call(self.controller.store.list)
+
+    async def save_preset(self, name: str, description: str) -> None:
+        await self._call(self.controller.save_preset, name, description)
+
+    async def apply_preset(self, name: str) -> State:
+        await self._call(self.controller.apply_preset, name)
+        return self.controller.state()
+
+    async def diff_preset(self, name: str) -> list[dict[str, Any]]:
+        return await self._call(self.controller.diff, name)

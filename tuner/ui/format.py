@@ -1,0 +1,45 @@
+"""How figures are written and shaded. Plain functions: no widgets, no clocks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+MISSING = "-"  # a figure the engine did not measure (nothing scored, no prefetch issued)
+BINARY = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def figure(value: float | int | None, unit: str = "") -> str:
+    """A snapshot value as text, in the unit the engine counts it in."""
+    if value is None:
+        return MISSING
+    if unit == "bytes":
+        return byte_size(value)
+    if unit == "%":
+        return f"{value:.1f}"
+    if unit == "ms":
+        return f"{value:,.2f}"
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.3g}" if abs(value) < 1 else f"{value:,.2f}"
+
+
+def byte_size(n: float) -> str:
+    for unit in BINARY:
+        if abs(n) < 1024 or unit == BINARY[-1]:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def levels(values: Iterable[float | None], steps: int) -> list[int | None]:
+    """Each value's place between the column's smallest and largest, as 0..steps-1
+    (None stays None). A column where all values are equal is all level 0."""
+    values = list(values)
+    present = [v for v in values if v is not None]
+    if not present:
+        return [None] * len(values)
+    lo, hi = min(present), max(present)
+    span = hi - lo
+    return [None if v is None else
+            0 if span == 0 else min(steps - 1, int((v - lo) / span * steps))
+            for v in values]

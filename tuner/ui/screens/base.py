@@ -1,0 +1,48 @@
+"""What every mode's screen shares: the status line on top, the key footer below, and
+painting from the newest snapshot when the app's repaint timer asks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from tuner.ui.widgets.status import StatusLine
+
+if TYPE_CHECKING:
+    from tuner.ui.app import TunerApp
+
+
+class SnapshotScreen(Screen):
+    app: TunerApp
+
+    def compose(self) -> ComposeResult:
+        yield StatusLine(id="status")
+        yield from self.compose_body()
+        yield Footer()
+
+    def compose_body(self) -> ComposeResult:
+        raise NotImplementedError
+
+    def paint(self, snap: dict[str, Any]) -> None:
+        backend = self.app.backend
+        self.query_one(StatusLine).show(snap, backend.where, backend.link)
+        self.show(snap)
+
+    def show(self, snap: dict[str, Any]) -> None:
+        """Puts the snapshot's figures on the screen (the status line is done)."""
+
+    def waiting(self) -> None:
+        backend = self.app.backend
+        self.query_one(StatusLine).waiting(backend.where, backend.link)
+
+    def on_mount(self) -> None:
+        self.app.repaint(force=True)
+
+    def on_screen_resume(self) -> None:
+        # The first resume can come before the screen's widgets are mounted; on_mount
+        # paints that time.
+        if self.is_mounted:
+            self.app.repaint(force=True)

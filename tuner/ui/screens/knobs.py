@@ -1,0 +1,110 @@
+"""Knobs: the settings form, one field per knob of the table, applied live.
+
+Each edit goes to the backend as a change of that one knob. Accepted: the form takes the
+settings the engine now runs. Rejected: the field shows the engine's message and goes back
+to the value the engine still runs, since nothing was applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Label, Static
+
+from tuner.ui.backend import BackendError, Rejected
+from tuner.ui.screens.base import SnapshotScreen
+from tuner.ui.widgets.knob_field import KnobField, as_text
+
+
+class KnobsScreen(SnapshotScreen):
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.shown_version = 0
+
+    def compose_body(self) -> ComposeResult:
+        settings = self.app.state["settings"]
+        self.shown_version = self.app.state["version"]
+        yield Static(id="form-problem", markup=False)
+        with VerticalScroll(id="knob-form"):
+            group = None
+            for spec in self.app.knob_specs:
+                if spec["group"] != group:
+                    group = spec["group"]
+                    yield Label(group, classes="knob-group")
+                yield KnobField(spec, settings.get(spec["name"]))
+
+    def on_mount(self) -> None:
+        self._form_problem("")
+
+    def fields(self) -> dict[str, KnobField]:
+        return {f.knob: f for f in self.query(KnobField)}
+
+    def show(self, snap: dict[str, Any]) -> None:
+        # Settings changed elsewhere (another client, a preset) reach the form here.
+        if snap["settings_version"] > self.shown_version:
+            self.sync(snap["settings"], snap["settings_version"])
+
+    def sync(self, settings: Mapping[str, Any], version: int) -> None:
+        self.shown_version = version
+        for name, field in self.fields().items():
+            if name in settings and not field.editing:
+                field.set_value(settings[name])
+
+    def edit(self, knob: str) -> None:
+        """Moves the focus to a knob's field (from the command palette)."""
+        field = self.fields()[knob]
+        field.control.focus()
+        field.scroll_visible()
+
+    def on_knob_field_edited(self, event: KnobField.Edited) -> None:
+        current = self.app.state["settings"].get(event.knob)
+        if event.value == current or event.value == as_text(current):
+            event.field.show_problem(None)
+            return
+        self.submit({event.knob: event.value})
+
+    def submit(self, changes: Mapping[str, Any]) -> None:
+        self.run_worker(self._apply(dict(changes)), group="apply")
+
+    async def _apply(self, changes: dict[str, Any]) -> None:
+        fields = self.fields()
+        try:
+            state = await self.app.backend.change(changes)
+        except Rejected as err:
+            self._reject(changes, err.problems)
+            return
+        except BackendError as err:
+            self._reject(changes, {})
+            self.notify(str(err), title="not applied", severity="error", markup=False)
+            return
+        self.app.state = state
+        self._form_problem("")
+        for knob in changes:
+            if knob in fields:
+                fields[knob].show_problem(None)
+        self.sync(state["settings"], state["version"])
+        what = ", ".join(f"{k} = {state['settings'].get(k)!r}" for k in changes)
+        self.notify(f"settings v{state['version']}: {what}", title="applied", markup=False)
+
+    def _form_problem(self, text: str) -> None:
+        """A problem of several knobs together (such as io_urgent < io_workers)."""
+        problem = self.query_one("#form-problem", Static)
+        problem.update(text)
+        problem.display = bool(text)
+
+    def _reject(self, changes: Mapping[str, Any], problems: Mapping[str, str]) -> None:
+        """Shows each problem at its field (or above the form when it concerns several
+        knobs) and puts the fields back to the values the engine still runs."""
+        fields, settings = self.fields(), self.app.state["settings"]
+        for knob in changes:
+            if knob in fields:
+                fields[knob].show_problem(problems.get(knob))
+                fields[knob].set_value(settings.get(knob))
+        others = [msg for knob, msg in problems.items() if knob not in fields]
+        self._form_problem("\n".join(others))
+        if problems:
+            self.notify("\n".join(problems.values()), title="rejected", severity="error",
+                        markup=False)

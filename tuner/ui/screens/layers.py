@@ -1,0 +1,58 @@
+"""Layers: every layer's counters, over the sliding window or the whole run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Static
+
+from tuner.ui.format import figure
+from tuner.ui.screens.base import SnapshotScreen
+from tuner.ui.widgets.layer_table import LayerTable
+
+
+class LayersScreen(SnapshotScreen):
+    BINDINGS = [
+        Binding("w", "toggle_window", "Window",
+                tooltip="counters over the sliding window or since the last reset"),
+        Binding("s", "sort", "Sort", tooltip="sort by the cursor's column; again: reverse"),
+    ]
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.windowed = True
+
+    def compose_body(self) -> ComposeResult:
+        yield Static(id="layers-caption")
+        yield LayerTable(id="layers")
+
+    def show(self, snap: dict[str, Any]) -> None:
+        table = self.query_one(LayerTable)
+        if self.windowed:
+            span = (f"window: the last {figure(snap['window']['tokens'])} tokens "
+                    f"(of {figure(snap['settings']['window'])})")
+            table.show(snap["window"]["layers"])
+        else:
+            span = f"cumulative: {figure(snap['tokens'])} tokens"
+            table.show(snap["layers"])
+        order = "no sort"
+        if table.sort_column:
+            order = (f"sorted by {table.sort_column}, "
+                     f"{'largest' if table.largest_first else 'smallest'} first")
+        self.query_one("#layers-caption", Static).update(
+            f"{span} · {order} · w: window/cumulative · s or a click on a header: sort")
+
+    def action_toggle_window(self) -> None:
+        self.windowed = not self.windowed
+        self.app.repaint(force=True)
+
+    def action_sort(self) -> None:
+        table = self.query_one(LayerTable)
+        table.sort_by(table.cursor_column_name)
+        self.app.repaint(force=True)
+
+    def on_data_table_header_selected(self, event: LayerTable.HeaderSelected) -> None:
+        self.query_one(LayerTable).sort_by(event.column_key.value)
+        self.app.repaint(force=True)

@@ -1,0 +1,89 @@
+"""Overview: the headline figures with their trends, and what the engine is running."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.markup import escape
+from textual.widgets import Label, Static
+
+from tuner.engine.counters import PREDICTORS
+from tuner.ui.format import figure
+from tuner.ui.history import HEADLINES
+from tuner.ui.screens.base import SnapshotScreen
+from tuner.ui.widgets.trend import Trend
+
+RECENT_CHANGES = 5
+
+
+class OverviewScreen(SnapshotScreen):
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="trends"):
+            with Horizontal(classes="trend trend-head"):
+                yield Label("", classes="trend-label")
+                yield Label("window", classes="trend-window")
+                yield Label("cumulative", classes="trend-cumulative")
+                yield Label("window, one point per repaint with new tokens",
+                            classes="trend-spark")
+            for series in HEADLINES:
+                yield Trend(series, id=f"trend-{series.key}")
+        with Horizontal(id="facts"):
+            yield Static(id="engine-facts", classes="facts")
+            yield Static(id="predictor-facts", classes="facts")
+        yield Static(id="changes", classes="facts")
+
+    def show(self, snap: dict[str, Any]) -> None:
+        window, cumulative = snap["window"]["totals"], snap["totals"]
+        points = self.app.history.points
+        for series in HEADLINES:
+            self.query_one(f"#trend-{series.key}", Trend).show(
+                window.get(series.key), cumulative.get(series.key), points[series.key])
+        self.query_one("#engine-facts", Static).update(engine_facts(snap))
+        self.query_one("#predictor-facts", Static).update(predictor_facts(snap))
+        self.query_one("#changes", Static).update(changes(snap))
+
+
+def _rows(title: str, rows: list[tuple[str, str]]) -> str:
+    width = max(len(name) for name, _ in rows)
+    lines = [f"[b]{title}[/]"] + [f"{name:<{width}}  {value}" for name, value in rows]
+    return "\n".join(lines)
+
+
+def engine_facts(snap: dict[str, Any]) -> str:
+    t, w, model, arena = snap["totals"], snap["window"]["totals"], snap["model"], snap["arena"]
+    return _rows("engine", [
+        ("model", f"{escape(model['name'])} ({escape(model['arch'])})"),
+        ("expert size", figure(model["expert_bytes"], "bytes")),
+        ("arena", f"{figure(arena['slots'])} slots, {figure(arena['bytes'], 'bytes')}"),
+        ("tokens", f"{figure(snap['tokens'])} in {figure(snap['conversations'])} "
+                   "conversations"),
+        ("tok/s", f"{figure(w['tok_s'])} window, {figure(t['tok_s'])} cumulative"),
+        ("read GB/s", f"{figure(w['read_gbps'])} window, {figure(t['read_gbps'])} cumulative"),
+        ("spec bytes/token", figure(w["spec_bytes_per_token"], "bytes")),
+        ("residency %", figure(t["residency"], "%")),
+        ("prefetch in flight", figure(t["pf_pending"])),
+        ("output hash", escape(snap["output_hash"])),
+    ])
+
+
+def predictor_facts(snap: dict[str, Any]) -> str:
+    w = snap["window"]["totals"]
+    rows = [(p, f"{figure(w[f'{p}_pct'], '%')} % of slots, "
+                f"{figure(w[f'{p}_whole_pct'], '%')} % whole routings")
+            for p in PREDICTORS]
+    return _rows("predictors (window)", rows)
+
+
+def changes(snap: dict[str, Any]) -> str:
+    lines = ["[b]recent settings changes[/]"]
+    for change in snap["changes"][-RECENT_CHANGES:][::-1]:
+        what = ", ".join(f"{k} {a!r} → {b!r}" for k, (a, b) in change["changed"].items())
+        rebuilt = " (rebuilt)" if change["rebuilt"] else ""
+        lines.append(f"v{change['version']} at token {change['token']}: "
+                     f"{escape(what) or 'no change'}{rebuilt}")
+    if len(lines) == 1:
+        lines.append("none yet")
+    lines += [f"[$warning]note: {escape(note)}[/]" for note in snap["notes"]]
+    return "\n".join(lines)

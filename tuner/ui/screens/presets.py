@@ -1,0 +1,117 @@
+"""Presets: the list, what one would change (diff against the current settings), apply,
+and save the current settings as a new one."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Static
+
+from tuner.ui.backend import BackendError
+from tuner.ui.screens.base import SnapshotScreen
+from tuner.ui.screens.save_preset import SavePresetScreen
+
+
+def knob_summary(knobs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in knobs.items()) or "(engine defaults)"
+
+
+class PresetsScreen(SnapshotScreen):
+    BINDINGS = [
+        Binding("a", "apply", "Apply", tooltip="apply the selected preset"),
+        Binding("d", "diff", "Diff",
+                tooltip="what the selected preset would change (also enter)"),
+        Binding("s", "save", "Save", tooltip="save the current settings as a preset"),
+    ]
+
+    def compose_body(self) -> ComposeResult:
+        yield DataTable(id="preset-list", cursor_type="row")
+        yield Static("select a preset: enter or d shows what it changes", id="diff-title",
+                     markup=False)
+        yield DataTable(id="preset-diff", cursor_type="none")
+
+    def on_mount(self) -> None:
+        presets = self.query_one("#preset-list", DataTable)
+        presets.add_column("name", width=20, key="name")
+        presets.add_column("source", width=8, key="source")
+        presets.add_column("knobs", width=48, key="knobs")
+        presets.add_column("description", key="description")
+        diff = self.query_one("#preset-diff", DataTable)
+        for name, width in (("knob", 20), ("env", 32), ("preset", 16), ("current", 16)):
+            diff.add_column(name, width=width, key=name)
+
+    def on_screen_resume(self) -> None:
+        # A callable, not a coroutine: an exclusive worker may be cancelled before it starts.
+        self.run_worker(self.load, group="presets", exclusive=True)
+
+    @property
+    def selected(self) -> str | None:
+        presets = self.query_one("#preset-list", DataTable)
+        if not presets.row_count:
+            return None
+        return presets.coordinate_to_cell_key(presets.cursor_coordinate).row_key.value
+
+    async def load(self, select: str | None = None) -> None:
+        """Lists the presets; a list, not a live figure, so it is rebuilt whole."""
+        try:
+            presets = await self.app.backend.presets()
+        except BackendError as err:
+            self.notify(str(err), title="presets", severity="error", markup=False)
+            return
+        table = self.query_one("#preset-list", DataTable)
+        select = select or self.selected
+        table.clear()
+        for p in presets:
+            if p["error"]:
+                source, knobs, about = "broken", "", p["error"]
+            else:
+                source = "shipped" if p["shipped"] else "user"
+                knobs, about = knob_summary(p["knobs"]), p["meta"].get("description", "")
+            table.add_row(p["name"], source, knobs, about, key=p["name"])
+        if select in {p["name"] for p in presets}:
+            table.move_cursor(row=table.get_row_index(select))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "preset-list":
+            self.action_diff()
+
+    def action_diff(self) -> None:
+        if self.selected:
+            self.run_worker(partial(self.diff, self.selected), group="diff", exclusive=True)
+
+    async def diff(self, name: str) -> None:
+        try:
+            rows = await self.app.backend.diff_preset(name)
+        except BackendError as err:
+            self.notify(str(err), title="diff", severity="error", markup=False)
+            return
+        table = self.query_one("#preset-diff", DataTable)
+        table.clear()
+        for row in rows:
+            table.add_row(row["knob"], row["env"], repr(row["a"]), repr(row["b"]))
+        title = (f"{name} would change {len(rows)} knob{'s' if len(rows) != 1 else ''}:"
+                 if rows else f"{name} matches the current settings")
+        self.query_one("#diff-title", Static).update(title)
+
+    def action_apply(self) -> None:
+        if self.selected:
+            self.app.apply_preset(self.selected)
+
+    def action_save(self) -> None:
+        self.app.push_screen(SavePresetScreen(), self._save)
+
+    def _save(self, answer: tuple[str, str] | None) -> None:
+        if answer:
+            self.run_worker(self.save(*answer), group="save")
+
+    async def save(self, name: str, description: str) -> None:
+        try:
+            await self.app.backend.save_preset(name, description)
+        except BackendError as err:
+            self.notify(str(err), title="not saved", severity="error", markup=False)
+            return
+        self.notify(f"saved the current settings as {name}", title="preset", markup=False)
+        await self.load(select=name)

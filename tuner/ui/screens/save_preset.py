@@ -1,0 +1,47 @@
+"""The dialog that asks for a preset's name and description."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label
+
+
+class SavePresetScreen(ModalScreen[tuple[str, str] | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="save-dialog", classes="dialog"):
+            yield Label("Save the current settings as a preset", classes="dialog-title")
+            yield Input(placeholder="name (letters, digits, . _ -)", id="preset-name")
+            yield Input(placeholder="description (optional)", id="preset-description")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Save", variant="primary", id="save")
+                yield Button("Cancel", id="cancel")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "preset-name":
+            self.query_one("#preset-description", Input).focus()
+        else:
+            self._done()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "save":
+            self._done()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def _done(self) -> None:
+        # The name is checked by the preset store, whose message says what a name may be.
+        name = self.query_one("#preset-name", Input).value.strip()
+        description = self.query_one("#preset-description", Input).value.strip()
+        if not name:
+            self.query_one("#preset-name", Input).focus()
+            self.notify("a preset needs a name", severity="warning")
+            return
+        self.dismiss((name, description))

@@ -1,0 +1,1 @@
+"""Widgets of the terminal UI, each fed from snapshot data by the screen that holds it."""

@@ -1,0 +1,45 @@
+"""The line at the top of every screen: engine state, settings version, model, device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.markup import escape
+from textual.widgets import Static
+
+from tuner.ui.format import figure
+
+STATE_COLOURS = {"running": "$success", "paused": "$warning", "error": "$error"}
+
+
+class StatusLine(Static):
+    def show(self, snap: dict[str, Any], where: str, link: str) -> None:
+        state = snap["state"]
+        model = snap["model"]
+        arena = snap["arena"]
+        version = f"settings v{snap['settings_version']}"
+        if snap.get("pending_version"):
+            version += f" (v{snap['pending_version']} pending)"
+        parts = [
+            f"[b {STATE_COLOURS.get(state, '$foreground')}]● {escape(state)}[/]",
+            version,
+            f"{escape(model['name'])} · {model['layers']} layers × {model['experts']} experts"
+            f" · top-{model['top_k']}",
+            escape(snap["device"]),
+            f"arena {figure(arena['slots'])} slots {escape(arena['policy'])}",
+            f"{figure(snap['tokens'])} tokens",
+            self._where(where, link),
+        ]
+        line = " │ ".join(parts)
+        if snap.get("error"):
+            line += f"\n[$error]{escape(snap['error'])}[/]"
+        self.update(line)
+
+    def waiting(self, where: str, link: str) -> None:
+        self.update(f"waiting for the first snapshot │ {self._where(where, link)}")
+
+    @staticmethod
+    def _where(where: str, link: str) -> str:
+        if not link or link == "live":
+            return escape(where)
+        return f"{escape(where)} [$warning]{escape(link)}[/]"

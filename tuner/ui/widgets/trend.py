@@ -1,0 +1,31 @@
+"""One headline figure of the overview: its window and cumulative values and a sparkline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Label, Sparkline
+
+from tuner.ui.format import figure
+from tuner.ui.history import Series
+
+
+class Trend(Horizontal):
+    def __init__(self, series: Series, **kwargs):
+        super().__init__(classes="trend", **kwargs)
+        self.series = series
+
+    def compose(self) -> ComposeResult:
+        yield Label(self.series.label, classes="trend-label")
+        yield Label("-", classes="trend-window")
+        yield Label("-", classes="trend-cumulative")
+        yield Sparkline([], classes="trend-spark")
+
+    def show(self, window: float | None, cumulative: float | None,
+             points: Sequence[float]) -> None:
+        unit = self.series.unit
+        self.query_one(".trend-window", Label).update(figure(window, unit))
+        self.query_one(".trend-cumulative", Label).update(figure(cumulative, unit))
+        self.query_one(Sparkline).data = list(points)
