@@ -18,13 +18,15 @@ from tuner.settings import load, to_config
 from tuner.web.app import create_app
 
 
-def listening_socket(send_buffer: int | None = None) -> socket.socket:
-    """A loopback socket on a free port. Accepted connections inherit `send_buffer`; a small
-    one makes a client that stops reading back up the server within a few frames."""
+def listening_socket(send_buffer: int | None = None, port: int = 0) -> socket.socket:
+    """A loopback socket (on a free port unless `port` is given). Accepted connections
+    inherit `send_buffer`; a small one makes a client that stops reading back up the server
+    within a few frames."""
     sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart on the same port
     if send_buffer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     sock.listen(64)
     return sock
 
@@ -48,8 +50,8 @@ class Live:
 
 
 def serve(controller: Controller, token: str | None = None, send_buffer: int | None = None,
-          **app_options) -> Iterator[Live]:
-    sock = listening_socket(send_buffer)
+          port: int = 0, **app_options) -> Iterator[Live]:
+    sock = listening_socket(send_buffer, port)
     port = sock.getsockname()[1]
     app = create_app(controller, token, **app_options)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=64 * 1024))

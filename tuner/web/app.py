@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 from fastapi import Depends, FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from tuner import __version__
 from tuner.control import Controller
@@ -14,7 +16,9 @@ from tuner.web.deps import require_token
 from tuner.web.hub import Hub
 from tuner.web.limits import BodyLimit
 from tuner.web.schemas import COMMON
-from tuner.web.routes import metrics, presets, session, settings, stream
+
+STATIC = Path(__file__).resolve().parent / "static"
+from tuner.web.routes import dashboard, metrics, presets, session, settings, stream
 
 
 def create_app(controller: Controller, token: str | None = None, *,
@@ -39,8 +43,11 @@ def create_app(controller: Controller, token: str | None = None, *,
     app.state.send_timeout = send_timeout
     errors.install(app)
     app.add_middleware(BodyLimit)
-    for module in (settings, session, presets, stream, metrics):
+    for module in (settings, session, presets, stream, metrics, dashboard):
         app.include_router(module.router, dependencies=[Depends(require_token)])
+    # The page's scripts and styles, vendored: the page works with no internet. Not
+    # secret, so served without the token (a browser fetches them without headers).
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.openapi = lambda: _openapi(app)
     return app
 

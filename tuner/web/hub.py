@@ -33,17 +33,28 @@ class Frame:
 
 
 class Outbox:
-    """What one client is waiting for: the newest frame and its replies."""
+    """What one client is waiting for: the newest frame and its replies.
 
-    def __init__(self, rate: float):
+    A paced outbox holds frames back until the client says it has handled the last one
+    (`grant`). Browsers read sockets eagerly into an unbounded queue, so without this a
+    page slower than the stream would fall further behind with every frame."""
+
+    def __init__(self, rate: float, paced: bool = False):
         self.rate = rate
         self._frame: Frame | None = None
         self._replies: deque[str] = deque()
         self._wake = asyncio.Event()
+        self._credit: int | None = 1 if paced else None  # None: not paced
 
     def offer(self, frame: Frame) -> None:
         self._frame = frame  # an unsent older frame is dropped here
         self._wake.set()
+
+    def grant(self) -> None:
+        """The client handled the last frame: one more may go."""
+        if self._credit is not None:
+            self._credit = 1
+            self._wake.set()
 
     def reply(self, message: dict[str, Any]) -> None:
         self._replies.append(json.dumps(message))
@@ -62,11 +73,13 @@ class Outbox:
 
     def take_frame(self) -> Frame | None:
         frame, self._frame = self._frame, None
+        if self._credit:
+            self._credit -= 1
         return frame
 
     @property
-    def has_frame(self) -> bool:
-        return self._frame is not None
+    def frame_ready(self) -> bool:
+        return self._frame is not None and self._credit != 0
 
 
 async def send_loop(outbox: Outbox, send: Callable[[str], Any],
@@ -77,10 +90,10 @@ async def send_loop(outbox: Outbox, send: Callable[[str], Any],
     next_due = 0.0
     while True:
         now = time.monotonic()
-        await outbox.wait(max(0.0, next_due - now) if outbox.has_frame else None)
+        await outbox.wait(max(0.0, next_due - now) if outbox.frame_ready else None)
         for message in outbox.take_replies():
             await send(message)
-        if outbox.has_frame and time.monotonic() >= next_due:
+        if outbox.frame_ready and time.monotonic() >= next_due:
             message = encode(outbox.take_frame())
             if message is not None:
                 await send(message)
