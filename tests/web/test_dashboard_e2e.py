@@ -1,0 +1,230 @@
+"""The dashboard in a real headless Chromium (Debian's, driven by Playwright).
+
+Run on their own: `python -m pytest -m e2e` (Playwright's sync API keeps an event loop on
+the main thread). Screenshots go to test-output/.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.web.live import serve, start_controller
+from tuner.engine import synth
+
+playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        "--disable-background-networking", "--disable-component-update"]
+OUT = Path("test-output")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def open_page(browser):
+    """Opens the dashboard; fails the test on any page error or console error."""
+    pages, errors = [], []
+
+    def open_(url: str):
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+        page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}")
+                if m.type == "error" else None)
+        page.goto(url)
+        expect(page.locator("#connection")).to_have_text("connected")
+        pages.append(page)
+        return page
+
+    yield open_
+    for page in pages:
+        page.close()
+    assert errors == []
+
+
+def shot(page, name: str) -> None:
+    OUT.mkdir(exist_ok=True)
+    page.screenshot(path=OUT / f"{name}.png", full_page=True)
+
+
+def number(page, selector: str) -> float:
+    return float(page.locator(selector).text_content())
+
+
+def cell(page, layer: int, column: str):
+    return page.locator(f'#layers-body tr[data-layer="{layer}"] td[data-col="{column}"]')
+
+
+def hit_rate_over(live, tokens: int = 128) -> float:
+    """The engine's hit rate over `tokens` tokens decoded from here on."""
+    session = live.session
+    session.pause()
+    session.reset_counters()  # a paused session applies it at once
+    deadline = time.monotonic() + 10
+    while session.tokens:
+        assert time.monotonic() < deadline, "the counters were not reset"
+        time.sleep(0.01)
+    session.resume()
+    while session.tokens < tokens:
+        assert time.monotonic() < deadline + 30, f"no {tokens} tokens decoded"
+        time.sleep(0.01)
+    return session.snapshot()["totals"]["hit_rate"]
+
+
+def test_page_loads_and_the_layer_table_keeps_updating(live, open_page):
+    page = open_page(live.url)
+    expect(page.locator("#st-state")).to_have_text("running")
+    expect(page.locator("#st-model")).to_contain_text("strata-tiny-4x16")
+    expect(page.locator("#layers tbody tr")).to_have_count(4)
+    expect(cell(page, 3, "lookups")).not_to_be_empty()
+    tokens, lookups = number(page, "#st-tokens"), cell(page, 0, "lookups").text_content()
+    live.wait_tokens(20)
+    page.wait_for_function(f"Number(document.getElementById('st-tokens').textContent) > "
+                           f"{tokens}")
+    page.locator("#view-toggle input[value=cumulative]").check()
+    expect(page.locator("#st-view")).to_contain_text("cumulative")
+    expect(cell(page, 0, "lookups")).not_to_have_text(lookups)
+    page.locator("#layers th[data-col=hits]").click()  # sorted by hits, descending
+    expect(page.locator("#layers th[data-col=hits]")).to_have_attribute("aria-sort",
+                                                                       "descending")
+    rows = page.locator("#layers-body tr")
+    page.wait_for_function("tunerStats.messages > 10")
+    hits = [float(rows.nth(i).locator("td[data-col=hits]").text_content()) for i in range(4)]
+    assert hits == sorted(hits, reverse=True)
+    shot(page, "dashboard-tiny")
+
+
+def test_toggling_2q_and_the_bonus_changes_version_and_counters(live, open_page):
+    page = open_page(live.url)
+    lru = hit_rate_over(live)
+
+    page.locator("#in-decode_2q").check()
+    expect(page.locator("#st-version")).to_have_text("2")
+    expect(page.locator("#st-arena")).to_contain_text("2q")
+    assert live.controller.settings.decode_2q is True
+    two_q = hit_rate_over(live)
+
+    page.locator("#in-moce_bonus").fill("4")
+    page.locator("#in-moce_bonus").press("Tab")  # change fires when the field is left
+    expect(page.locator("#st-version")).to_have_text("3")
+    expect(page.locator("#in-moce_bonus")).to_have_value("4.0")
+    assert live.controller.settings.moce_bonus == 4.0
+    bonus = hit_rate_over(live)
+    print(f"\nhit rate over 128 tokens: LRU {lru} %, 2Q {two_q} %, 2Q + bonus 4 {bonus} %")
+    assert abs(two_q - lru) > 2  # the policy changed what stays resident
+    assert bonus > two_q + 5  # residency-aware routing hits more
+    page.wait_for_function("tunerStats.messages > 5")
+    shot(page, "dashboard-after-changes")
+
+
+def test_out_of_range_value_shows_the_error_and_changes_nothing(live, open_page):
+    page = open_page(live.url)
+    before = live.controller.state()
+    field = page.locator("#in-moce_protect")
+    field.fill("99")
+    field.press("Tab")
+    error = page.locator("#knob-moce_protect .error")
+    expect(error).to_contain_text("moce_protect (STRATA_METAL_MOCE_PROTECT) = '99'")
+    expect(error).to_contain_text("[0, 64]")
+    expect(page.locator("#in-moce_protect")).to_have_value("3")  # reverted
+    assert live.controller.state()["settings"] == before["settings"]
+    assert live.session.applied_version == before["version"]
+    expect(page.locator("#st-version")).to_have_text(str(before["version"]))
+    shot(page, "dashboard-rejected-value")
+
+
+def test_presets_panel_applies_saves_and_diffs(live, open_page):
+    page = open_page(live.url)
+    page.locator("#preset-seed000-route button", has_text="apply").click()
+    expect(page.locator("#preset-message")).to_contain_text("applied seed000-route")
+    expect(page.locator("#in-moce_bonus")).to_have_value("0.85")
+    expect(page.locator("#in-prefetch")).to_have_value("stale")
+    expect(page.locator("#in-prefetch_route")).to_be_checked()
+    assert live.controller.settings.moce_bonus == 0.85
+
+    page.locator("form.save input[name=name]").fill("from-page")
+    page.locator("form.save input[name=description]").fill("saved in the browser")
+    page.locator("form.save button").click()
+    expect(page.locator("#preset-from-page")).to_contain_text("saved in the browser")
+
+    page.locator("#preset-2q button", has_text="diff").click()
+    diff = page.locator("#preset-diff table")
+    expect(diff).to_contain_text("moce_bonus")
+    expect(diff).to_contain_text("decode_2q")
+    shot(page, "dashboard-presets")
+
+
+def test_page_reconnects_after_a_server_restart(controller, open_page):
+    servers = serve(controller)
+    live = next(servers)
+    page = open_page(live.url)
+    port = int(live.url.rsplit(":", 1)[1])
+    servers.close()  # uvicorn shuts down; the socket closes with 1012
+    expect(page.locator("#connection")).to_have_text("disconnected, reconnecting")
+    for again in serve(controller, port=port):
+        expect(page.locator("#connection")).to_have_text("connected", timeout=20_000)
+        tokens = number(page, "#st-tokens")
+        again.wait_tokens(10)
+        page.wait_for_function(
+            f"Number(document.getElementById('st-tokens').textContent) > {tokens}")
+
+
+@pytest.fixture(scope="module")
+def model64(tmp_path_factory) -> Path:
+    recipe = dataclasses.replace(synth.TINY, num_layers=64, name="strata-tiny-64x16")
+    return synth.write(recipe, tmp_path_factory.mktemp("models") / "tiny64")
+
+
+def test_64_layers_at_10_updates_per_second(model64, open_page):
+    controller = start_controller({"model": str(model64), "expert_cache": 256,
+                                   "io_workers": 3, "io_urgent": 1})
+    try:
+        for live in serve(controller):
+            page = open_page(live.url)
+            expect(page.locator("#layers tbody tr")).to_have_count(64)
+            page.locator("#layers th[data-col=sync_misses]").click()  # sorting costs too
+            page.wait_for_function("tunerStats.messages >= 5")
+            page.evaluate("tunerStats.swapMs = []; tunerStats.latencyMs = [];"
+                          "tunerStats.messages = 0")
+            seconds = 8
+            frames = page.evaluate(f"""() => new Promise(done => {{
+                const times = []; const end = performance.now() + {seconds * 1000};
+                function tick(t) {{ times.push(t); if (t < end) requestAnimationFrame(tick);
+                                    else done(times); }}
+                requestAnimationFrame(tick); }})""")
+            stats = page.evaluate("tunerStats")
+            shot(page, "dashboard-64-layers")
+    finally:
+        controller.session.stop()
+    gaps = sorted(b - a for a, b in zip(frames, frames[1:]))
+    swap, latency = sorted(stats["swapMs"]), sorted(stats["latencyMs"])
+
+    def p95(xs):
+        return xs[int(0.95 * (len(xs) - 1))]
+
+    rate = stats["messages"] / seconds
+    print(f"\n64 layers at 10 updates/s: {rate:.1f} updates/s received; swap time per update "
+          f"median {statistics.median(swap):.1f} ms, p95 {p95(swap):.1f} ms; update latency "
+          f"(server render -> swapped) median {statistics.median(latency):.1f} ms, p95 "
+          f"{p95(latency):.1f} ms; frame time median {statistics.median(gaps):.1f} ms, p95 "
+          f"{p95(gaps):.1f} ms, longest {max(gaps):.1f} ms")
+    # The page paces the stream (one update in flight), so a slow machine gets fewer
+    # updates but never stale ones; the bounds are loose, the print has the figures.
+    assert rate > 2
+    assert p95(latency) < 1000

@@ -1,0 +1,142 @@
+"""The browser dashboard: the page, its htmx fragments and its websocket of HTML updates."""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qsl, urlencode
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, WebSocket
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+
+from tuner.control import Controller
+from tuner.knobs import BY_NAME, GROUPS, KNOBS
+from tuner.presets import PresetError, check_name
+from tuner.settings import SettingsError
+from tuner.web.connection import serve_client
+from tuner.web.deps import ControllerDep, HubDep, PresetName, require_same_origin
+from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox
+from tuner.web.page import CHARTS, COLUMNS, HEAT_LEVELS, PageView
+
+router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
+GROUPED = [(g, [k for k in KNOBS if k.group == g]) for g in GROUPS
+           if any(k.group == g for k in KNOBS)]
+
+
+def _macros(name: str, request: Request | WebSocket):
+    """A template's macros, bound to what they need from the page."""
+    return templates.get_template(name).make_module({"base": request.scope.get("root_path", "")})
+
+
+def _html(markup: str) -> HTMLResponse:
+    # Fragments answer 200 even when they carry a rejection: the message is what the page
+    # shows, and a 4xx would also be logged as a console error by the browser.
+    return HTMLResponse(markup)
+
+
+@router.get("/", response_class=HTMLResponse)
+def page(request: Request, controller: ControllerDep) -> HTMLResponse:
+    token = request.app.state.token
+    state = controller.state()
+    # The page is rendered with this settings version: the stream sends the knob panel
+    # again only when the version moves on, so a field being edited is not replaced.
+    ws_query = {"rate": DEFAULT_RATE, "version": state["version"],
+                **({"token": token} if token else {})}
+    return templates.TemplateResponse(request, "page.html", {
+        "base": request.scope.get("root_path", ""),
+        "static": request.scope.get("root_path", "") + "/static",
+        "token": token,
+        "ws_url": f"{request.scope.get('root_path', '')}/ui/ws?{urlencode(ws_query)}",
+        "groups": GROUPED,
+        "settings": state["settings"],
+        "preset_list": controller.store.list(),
+        "charts": CHARTS,
+        "columns": COLUMNS,
+        "levels": HEAT_LEVELS,
+    })
+
+
+async def form(request: Request) -> dict[str, str]:
+    """htmx posts forms urlencoded; parsed here rather than pulling in a multipart parser."""
+    return dict(parse_qsl((await request.body()).decode(errors="replace")))
+
+
+FormDep = Annotated[dict[str, str], Depends(form)]
+
+
+@router.post("/ui/knobs/{name}", response_class=HTMLResponse)
+def change_knob(name: str, values: FormDep, request: Request,
+                controller: ControllerDep) -> HTMLResponse:
+    """Applies one field; answers the field, with the server's message and the value still
+    in force when the change was rejected."""
+    knob = BY_NAME.get(name)
+    if knob is None:
+        raise HTTPException(404, f"unknown knob {name!r}")
+    field = _macros("knobs.html", request).field
+    try:
+        controller.change({name: values.get("value", "")})
+    except SettingsError as err:
+        message = err.problems.get(name) or "; ".join(err.problems.values())
+        return _html(field(knob, getattr(controller.settings, name), message))
+    return _html(field(knob, getattr(controller.settings, name)))
+
+
+def _presets_panel(request: Request, controller: Controller, message: str,
+                   error: bool = False) -> HTMLResponse:
+    panel = _macros("presets.html", request).panel
+    return _html(panel(controller.store.list(), message, error))
+
+
+@router.post("/ui/presets/{name}/apply", response_class=HTMLResponse)
+def apply_preset(name: PresetName, request: Request, controller: ControllerDep) -> HTMLResponse:
+    try:
+        version = controller.apply_preset(name)
+    except (PresetError, SettingsError) as err:
+        return _presets_panel(request, controller, str(err), error=True)
+    return _presets_panel(request, controller, f"applied {name}: settings version {version}")
+
+
+@router.post("/ui/presets", response_class=HTMLResponse)
+def save_preset(values: FormDep, request: Request, controller: ControllerDep) -> HTMLResponse:
+    name = values.get("name", "")
+    try:
+        check_name(name)
+        preset = controller.save_preset(name, values.get("description", ""))
+    except PresetError as err:
+        return _presets_panel(request, controller, str(err), error=True)
+    return _presets_panel(request, controller, f"saved the current settings as {preset.name}")
+
+
+@router.get("/ui/presets/{name}/diff", response_class=HTMLResponse)
+def diff_preset(name: PresetName, request: Request, controller: ControllerDep) -> HTMLResponse:
+    try:
+        rows = controller.diff(name)
+    except (PresetError, SettingsError) as err:
+        return _html(f'<p class="error">{escape(str(err))}</p>')
+    return _html(_macros("presets.html", request).diff(name, rows))
+
+
+@router.websocket("/ui/ws", dependencies=[Depends(require_same_origin)])
+async def live(ws: WebSocket, hub: HubDep,
+               rate: Annotated[float, Query(ge=MIN_RATE, le=MAX_RATE)] = DEFAULT_RATE,
+               version: int | None = None) -> None:
+    """HTML fragments for htmx's ws extension, one at a time: the page sends {"ready": true}
+    when it has swapped one, and {"view": ...} to switch the layer table between the
+    sliding window and the whole run. `version`: the settings version the page's knob
+    panel shows."""
+    knob_panel = _macros("knobs.html", ws).panel
+    view = PageView(lambda settings: str(knob_panel(GROUPED, settings)), version)
+
+    async def handle(message: Any, outbox: Outbox) -> None:
+        if not isinstance(message, dict):
+            return
+        if message.get("ready"):
+            outbox.grant()
+        if isinstance(message.get("view"), str):
+            view.set_view(message["view"])
+
+    await serve_client(ws, hub, Outbox(rate, paced=True),
+                       lambda frame: view.render(frame.snapshot), handle)
