@@ -20,6 +20,9 @@ SITES = {"cpu_pool": True, "adapt_every": 8}
     {"pcie_frac": 0.3, "adapt_every": 1, "adapt_decay": 0.5},
 ])
 def test_bonus_zero_output_is_identical_at_every_site_split(tiny_config, run, changes):
+    """On the CPU every site computes with the same kernels; on a GPU the CPU site's
+    numerics differ from the device's by design, so this is a CPU property."""
+    tiny_config = replace(tiny_config, device="cpu")
     base = run(tiny_config)
     other = run(replace(tiny_config, **{**SITES, **changes}))
     assert other["output_hash"] == base["output_hash"]

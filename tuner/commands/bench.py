@@ -8,15 +8,16 @@ from tuner.cli import add_knob_flags, print_json, settings_from_args
 from tuner.measure import bench
 from tuner.settings import to_config
 
-SECTIONS = ("read", "machinery", "sites")
+SECTIONS = ("read", "machinery", "link", "sites")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure the engine against the machine's limits")
-    p.add_argument("--only", default="read,machinery",
-                   help=f"comma-separated sections of {', '.join(SECTIONS)} "
-                        "(default read,machinery; sites needs link_gbps and cpu_gbps, "
-                        "e.g. --preset seed002-x4)")
+    p.add_argument("--only", default="read,machinery,link",
+                   help=f"comma-separated sections of {', '.join(SECTIONS)} (default "
+                        "read,machinery,link; link needs a GPU; sites emulates the "
+                        "link_gbps and cpu_gbps of a preset such as seed002-x4, or runs the "
+                        "real sites when both are 0)")
     p.add_argument("--tokens", type=int, default=64, help="tokens per measurement")
     p.add_argument("--fracs", default="0,0.1,0.171,0.25,0.4,0.6,0.8,1",
                    help="pcie_frac values of the sites sweep")
@@ -39,6 +40,8 @@ def main(args: argparse.Namespace) -> int:
         out["read"] = bench.read_bandwidth(cfg, args.tokens)
     if "machinery" in sections:
         out["machinery"] = bench.machinery(cfg, args.tokens)
+    if "link" in sections:
+        out["link"] = bench.link_bandwidth(cfg, args.tokens)
     if "sites" in sections:
         fracs = [float(f) for f in args.fracs.split(",")]
         out["sites"] = bench.sites_sweep(cfg, fracs, args.tokens, args.scale)
@@ -62,6 +65,11 @@ def _print(out: dict) -> None:
         print(f"(b) machinery: arena, every lookup a hit ({r['hit_rate']} %), "
               f"{r['arena_ms_per_token']} ms/token / fully resident "
               f"{r['resident_ms_per_token']} ms/token = {r['ratio']}")
+    if "link" in out:
+        r = out["link"]
+        print(f"(d) link: {r['skipped']}" if "skipped" in r else
+              f"(d) link: engine uploads {r['engine_h2d_gbps']} GB/s / pinned copy "
+              f"{r['pinned_copy_gbps']} GB/s = {r['ratio']} on {r['device']}")
     if "sites" in out:
         s = out["sites"]
         print(f"sites: link {s['link_gbps']} GB/s, CPU {s['cpu_gbps']} GB/s (scale "

@@ -38,6 +38,9 @@ COUNTERS: tuple[Column, ...] = (
     Column("bytes_demand", "bytes", "bytes read on demand"),
     Column("bytes_spec", "bytes", "bytes read speculatively"),
     Column("evictions", "experts", "experts of this layer evicted from the arena"),
+    Column("h2d_ms", "ms", "copy-engine time uploading read experts to the device (CUDA "
+           "events; 0 without a GPU)"),
+    Column("bytes_h2d", "bytes", "bytes of read experts uploaded to the device (CUDA)"),
     Column("link_experts", "experts", "misses copied over the link and computed on the device"),
     Column("cpu_experts", "experts", "misses computed on the CPU from host RAM"),
     Column("vram_ms", "ms", "time computing resident experts (cpu_pool)"),
@@ -149,6 +152,8 @@ class Counters:
             "bytes_per_token": round(nbytes / tokens) if tokens else None,
             "spec_bytes_per_token": round(s[IDX["bytes_spec"]] / tokens) if tokens else None,
             "read_gbps": round(nbytes / seconds / 1e9, 4) if seconds else None,
+            "h2d_gbps": round(s[IDX["bytes_h2d"]] / s[IDX["h2d_ms"]] / 1e6, 4)
+            if s[IDX["h2d_ms"]] else None,
             "link_bytes_per_token": round(s[IDX["bytes_link"]] / tokens) if tokens else None,
             "cpu_fraction": _pct(s[IDX["cpu_experts"]],
                                  s[IDX["cpu_experts"]] + s[IDX["link_experts"]]),

@@ -16,13 +16,14 @@ Per layer (seed 000 section 3, `at_layer` and `after_layer`):
 
 from __future__ import annotations
 
-import time
+import threading
 
 import numpy as np
 import torch
 
 from tuner.engine import router
 from tuner.engine.checkpoint import Checkpoint, part_views
+from tuner.engine.clock import clock_for
 from tuner.engine.counters import Counters
 from tuner.engine.model import Decoder, expert_out
 from tuner.engine.policies import policy_name
@@ -49,15 +50,26 @@ class Engine:
         L, E, K = mc.num_layers, mc.num_experts, mc.top_k
         n = arena_slots(cfg.expert_cache, L, E)
         self.slots = SlotMap(n, policy_name(cfg.decode_2q))
-        # Every slot and staging buffer is allocated once, before decoding.
-        self.mem = torch.empty(n + K, ckpt.expert_bytes, dtype=torch.uint8)
-        self.bufs = [memoryview(self.mem[i].numpy()) for i in range(n + K)]
+        # Every slot and staging buffer is allocated once, before decoding. On CUDA the
+        # arena is in device memory and reads land in a pinned host mirror of it, from which
+        # each completed read is uploaded on a copy stream that overlaps compute.
+        self.cuda = device.type == "cuda"
+        self.mem = torch.empty(n + K, ckpt.expert_bytes, dtype=torch.uint8, device=device)
+        self.host_mem = torch.empty(n + K, ckpt.expert_bytes, dtype=torch.uint8,
+                                    pin_memory=True) if self.cuda else self.mem
+        self.bufs = [memoryview(self.host_mem[i].numpy()) for i in range(n + K)]
         self.views = [part_views(self.mem[i], ckpt.parts) for i in range(n + K)]
         self.staging = list(range(n, n + K))  # bypass buffers for misses with no eligible slot
         self.extents = {(l, e): ckpt.extents(l, e) for l in range(L) for e in range(E)}
+        self.copy_stream = torch.cuda.Stream(device) if self.cuda else None
+        self.layer_done = None  # CUDA event: the compute of the last finished layer
+        self.uploads: dict[int, torch.cuda.Event] = {}  # slot -> its last upload's end
+        self._upload_lock = threading.Lock()
         self.pool = ReadPool(cfg.io_workers, cfg.io_urgent, cfg.io_direct,
-                             cfg.io_piece_kib * 1024)
+                             cfg.io_piece_kib * 1024,
+                             on_complete=self._upload if self.cuda else None)
         self.counters = Counters(L, E, K, cfg.window)
+        self.clock = clock_for(device, self.counters)
         self.reads: dict[int, Read] = {}  # slot -> its read, until the read is accounted
         self.spec_for: dict[int, list[int]] = {l: [] for l in range(L)}
         self.limbo_new: list[int] = []
@@ -75,7 +87,8 @@ class Engine:
         """Takes the live knobs of `cfg` (called between tokens only)."""
         if cfg.cpu_pool and self.sites is None:
             self.drain()  # no speculation in flight once misses stop streaming
-            self.sites = Sites(HostCopy(self.ckpt), self.mem, self.views, self.ckpt.expert_bytes)
+            self.sites = Sites(HostCopy(self.ckpt), self.mem, self.views, self.ckpt.expert_bytes,
+                               self.mc.top_k)
         self.cfg = cfg
         self.pool.ssd.gbps = cfg.ssd_gbps
         self.pool.jitter_ms = cfg.io_jitter_ms
@@ -106,6 +119,11 @@ class Engine:
             out.append(f"moce_protect {cfg.moce_protect} acts as {self.mc.top_k} (top-k)")
         return out
 
+    def reset_counters(self) -> None:
+        mc = self.mc
+        self.counters = Counters(mc.num_layers, mc.num_experts, mc.top_k, self.cfg.window)
+        self.clock.counters = self.counters
+
     def resident_counts(self) -> list[int]:
         return [self.slots.resident_per_layer[l] for l in range(self.mc.num_layers)]
 
@@ -122,36 +140,48 @@ class Engine:
             self._tier_round()
         self.steps += 1
         h = dec.embed_token(token)
-        stale_next: torch.Tensor | None = None  # layer l's router on layer l-1's input
+        stale: torch.Tensor | None = None  # layer l's router on layer l-1's input
         for l in range(L):
             h = dec.attention(l, h, pos)
             x = dec.moe_input(l, h)
-            t0 = time.perf_counter()
-            logits = dec.router_logits(l, x)
-            sel = self._route(l, logits)
-            self.routed[l, sel] += 1
-            self.tier.observe(l, sel, cfg.adapt_decay)
-            if self.route_log is not None:
-                self.route_log.append(sel)
-            self._probe(l, sel, x, stale_next)
-            stale_next = dec.router_logits(l + 1, x) if l + 1 < L else None
-            if cfg.cpu_pool:
-                outs = self._sites(l, x, sel)
-            else:
-                sources = self._claim(l, sel)
-                if stale_next is not None and cfg.prefetch != "off":
-                    self._speculate(l + 1, stale_next)
-                outs = self._compute(l, x, sources)
-            w = router.weights(logits, torch.tensor(sel), self.mc.norm_topk_prob)
-            h = h + dec.moe_output(l, x, w, outs)
-            self._retire(l)
-            self._release_limbo(l)
-            self.counters.add(l, "layer_ms", 1000 * (time.perf_counter() - t0))
+            with self.clock.span(l, "layer_ms"):
+                h, stale = self._moe(l, x, h, stale)
+        self.clock.flush()
         return dec.logits(h)
+
+    def _moe(self, l: int, x: torch.Tensor, h: torch.Tensor, stale: torch.Tensor | None
+             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One layer's MoE block: (new residual, layer l+1's router on this input)."""
+        dec, cfg = self.dec, self.cfg
+        logits = dec.router_logits(l, x)
+        sel = self._route(l, logits)
+        self.routed[l, sel] += 1
+        self.tier.observe(l, sel, cfg.adapt_decay)
+        if self.route_log is not None:
+            self.route_log.append(sel)
+        self._probe(l, sel, x, stale)
+        stale_next = dec.router_logits(l + 1, x) if l + 1 < self.mc.num_layers else None
+        if cfg.cpu_pool:
+            outs = self._sites(l, x, sel)
+        else:
+            sources = self._claim(l, sel)
+            if stale_next is not None and cfg.prefetch != "off":
+                self._speculate(l + 1, stale_next)
+            outs = self._compute(l, x, sources)
+        w = router.weights(logits, torch.tensor(sel, device=self.device),
+                           self.mc.norm_topk_prob)
+        h = h + dec.moe_output(l, x, w, outs)
+        if self.cuda:  # uploads into slots this layer used must wait for its compute
+            self.layer_done = torch.cuda.Event()
+            self.layer_done.record()
+        self._retire(l)
+        self._release_limbo(l)
+        return h, stale_next
 
     def _resident_mask(self, layer: int) -> torch.Tensor:
         res = self.slots.resident
-        return torch.tensor([res((layer, e)) for e in range(self.mc.num_experts)])
+        mask = torch.tensor([res((layer, e)) for e in range(self.mc.num_experts)])
+        return mask.to(self.device, non_blocking=True)
 
     def _route(self, layer: int, logits: torch.Tensor) -> list[int]:
         cfg = self.cfg
@@ -180,9 +210,33 @@ class Engine:
             add(layer, f"{name}_whole", float(named == K))
         self.prev_sel[layer] = sel
 
-    def _claim(self, layer: int, sel: list[int]) -> list[tuple[int, Read | None]]:
-        """(buffer index, read to wait for or None) per rank. A late speculative read keeps
-        its speculative flag, so its bytes count as speculative."""
+    def _read(self, key: tuple[int, int], slot: int, speculative: bool) -> Read:
+        if self.cuda:  # the pinned mirror of the slot is reused: its last upload must be over
+            prior = self.uploads.pop(slot, None)
+            if prior is not None:
+                prior.synchronize()
+        return self.pool.submit(key, self.extents[key], self.bufs[slot], speculative,
+                                slot=slot, after=self.layer_done)
+
+    def _upload(self, read: Read) -> None:
+        """On a reader thread, once a read is complete: host mirror -> device slot on the copy
+        stream, after the compute that last used the slot."""
+        start, done = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # one upload at a time into the stream, so no span holds another's wait or copy
+        with self._upload_lock, torch.cuda.stream(self.copy_stream):
+            if read.after is not None:
+                self.copy_stream.wait_event(read.after)
+            start.record()
+            self.mem[read.slot].copy_(self.host_mem[read.slot], non_blocking=True)
+            done.record()
+        read.ready = done
+        self.uploads[read.slot] = done
+        self.clock.later(read.key[0], "h2d_ms", start, done)
+        self.clock.later(read.key[0], "bytes_h2d", None, None, read.bytes_read)
+
+    def _claim(self, layer: int, sel: list[int]) -> list[tuple[int, Read | None, object]]:
+        """(buffer index, read to wait for or None, CUDA event to wait for or None) per rank.
+        A late speculative read keeps its speculative flag: its bytes count as speculative."""
         slots, add = self.slots, self.counters.add
         add(layer, "lookups", len(sel))
         plan = slots.claim_layer(layer, sel)
@@ -190,9 +244,9 @@ class Engine:
             add(key[0], "evictions")
         slots.evicted.clear()
         staging = iter(self.staging)
-        sources: list[tuple[int, Read | None]] = []
+        sources: list[tuple[int, Read | None, object]] = []
         for (kind, slot), e in zip(plan, sel):
-            read = None
+            read, ready = None, None
             if kind == "hit":
                 add(layer, "hits")
             elif kind == "spec":  # speculation claimed by the router
@@ -201,7 +255,7 @@ class Engine:
                 if read.complete:
                     add(layer, "pf_timely")
                     add(layer, "bytes_spec", read.bytes_read)
-                    read = None
+                    read, ready = None, read.ready
                 else:
                     add(layer, "pf_late")
                     self.pool.promote(read)
@@ -210,9 +264,8 @@ class Engine:
                     slot = next(staging)
                     add(layer, "bypass")
                 add(layer, "sync_misses")
-                key = (layer, e)
-                read = self.pool.submit(key, self.extents[key], self.bufs[slot], False)
-            sources.append((slot, read))
+                read = self._read((layer, e), slot, speculative=False)
+            sources.append((slot, read, ready))
         return sources
 
     def _speculate(self, target: int, stale: torch.Tensor) -> None:
@@ -235,24 +288,26 @@ class Engine:
             evicted = slots.place(slot, key, SPEC)
             if evicted is not None:
                 add(evicted[0], "evictions")
-            self.reads[slot] = self.pool.submit(key, self.extents[key], self.bufs[slot],
-                                                speculative=True)
+            self.reads[slot] = self._read(key, slot, speculative=True)
             self.spec_for[target].append(slot)
             add(target, "pf_issued")
             issued += 1
 
-    def _compute(self, layer: int, x: torch.Tensor, sources: list[tuple[int, Read | None]]
-                 ) -> list[torch.Tensor]:
+    def _compute(self, layer: int, x: torch.Tensor,
+                 sources: list[tuple[int, Read | None, object]]) -> list[torch.Tensor]:
         """Expert outputs in rank order, computing the ready ones first."""
         add = self.counters.add
         outs: list[torch.Tensor | None] = [None] * len(sources)
         ready_first = sorted(range(len(sources)), key=lambda r: sources[r][1] is not None)
         for r in ready_first:
-            buf, read = sources[r]
+            buf, read, ready = sources[r]
             if read is not None:
                 add(layer, "stall_ms", 1000 * self.pool.wait(read))
                 add(layer, "bytes_spec" if read.speculative else "bytes_demand",
                     read.bytes_read)
+                ready = read.ready
+            if ready is not None:  # CUDA: compute waits for the upload, the host does not
+                torch.cuda.current_stream().wait_event(ready)
             outs[r] = expert_out(x, *self.views[buf])
         return outs
 
@@ -288,9 +343,8 @@ class Engine:
             jobs.append((r, (layer, e), slot, cfg.adapt_fetch_verify))
         link_job = self.sites.link(x, jobs) if jobs else None
         cpu_job = self.sites.cpu(x, cpu) if cpu else None
-        t0 = time.perf_counter()
-        outs = {r: expert_out(x, *self.views[slot]) for r, slot in resident}
-        add(layer, "vram_ms", 1000 * (time.perf_counter() - t0))
+        with self.clock.span(layer, "vram_ms"):
+            outs = {r: expert_out(x, *self.views[slot]) for r, slot in resident}
         if link_job is not None:
             done, secs, verified, mismatches = link_job.result()
             outs.update(done)
@@ -301,7 +355,7 @@ class Engine:
             add(layer, "mismatches", mismatches)
         if cpu_job is not None:
             done, secs = cpu_job.result()
-            outs.update(done)
+            outs.update({r: y.to(self.device) for r, y in done.items()})
             add(layer, "cpu_ms", 1000 * secs)
             add(layer, "cpu_experts", len(cpu))
         return [outs[r] for r in range(len(sel))]

@@ -19,7 +19,10 @@ class Resident:
     def __init__(self, ckpt: Checkpoint, context: int, device: torch.device):
         self.mc = ckpt.config
         self.dec = Decoder(self.mc, ckpt.dense(), context, device)
-        self.host = HostCopy(ckpt)
+        host = HostCopy(ckpt)
+        # every expert where the compute is: on a GPU the whole model is uploaded once
+        self.experts = host.views if device.type == "cpu" else {
+            key: tuple(t.to(device) for t in views) for key, views in host.views.items()}
 
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:
@@ -30,7 +33,7 @@ class Resident:
             x = dec.moe_input(layer, h)
             logits = dec.router_logits(layer, x)
             sel = router.select(logits, None, mc.top_k, 0, 0.0, 0.0).tolist()
-            outs = [expert_out(x, *self.host.views[(layer, e)]) for e in sel]
-            w = router.weights(logits, torch.tensor(sel), mc.norm_topk_prob)
+            outs = [expert_out(x, *self.experts[(layer, e)]) for e in sel]
+            w = router.weights(logits, torch.tensor(sel, device=h.device), mc.norm_topk_prob)
             h = h + dec.moe_output(layer, x, w, outs)
         return dec.logits(h)

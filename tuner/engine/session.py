@@ -21,7 +21,6 @@ import torch
 from tuner import __version__
 from tuner.engine import synth
 from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.counters import Counters
 from tuner.engine.decode import Engine
 from tuner.knobs import BY_NAME, Config, config_dict
 
@@ -33,8 +32,13 @@ PROMPT_LEN = 16
 MAX_CHANGES = 200
 
 
-def pick_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def pick_device(name: str = "auto") -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda was asked for, but torch sees no CUDA device; "
+                         "allowed here: auto, cpu")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
 
 
 def prompts(seed: int, vocab: int, topics: int):
@@ -51,12 +55,10 @@ def model_folder(cfg) -> Path:
 
 
 class Session:
-    def __init__(self, cfg: Config | None = None, prompt_ids: list[int] | None = None,
-                 device: torch.device | None = None):
+    def __init__(self, cfg: Config | None = None, prompt_ids: list[int] | None = None):
         self.cfg = cfg or Config()
         self.version = 1
         self.applied_version = 1
-        self.device = device or pick_device()
         self.prompt_ids = prompt_ids
         self._lock = threading.Condition()
         self._pending: tuple[Config, int] | None = None
@@ -73,8 +75,10 @@ class Session:
     def _build(self, cfg: Config) -> None:
         """Opens the model and builds the engine; nothing of the old one is touched until
         both succeeded, so a bad restart-class change leaves the session as it was."""
+        device = pick_device(cfg.device)
         ckpt = Checkpoint(model_folder(cfg))
-        engine = Engine(ckpt, cfg, self.device)
+        engine = Engine(ckpt, cfg, device)
+        self.device = device
         if getattr(self, "engine", None) is not None:
             self.engine.close()
         self.cfg, self.ckpt, self.engine = cfg, ckpt, engine
@@ -197,9 +201,7 @@ class Session:
                 self.applied_version = version
                 self._lock.notify_all()
         if reset:
-            mc = self.ckpt.config
-            self.engine.counters = Counters(mc.num_layers, mc.num_experts, mc.top_k,
-                                            self.cfg.window)
+            self.engine.reset_counters()
 
     def run(self, tokens: int) -> None:
         """Decodes `tokens` tokens on the calling thread, then settles speculation."""

@@ -18,7 +18,9 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tuner.engine.checkpoint import Extent
 
@@ -69,6 +71,9 @@ class Read:
     done: threading.Event = field(default_factory=threading.Event)
     bytes_read: int = 0
     error: str | None = None
+    slot: int = -1  # the arena slot (or staging buffer) the bytes are for
+    after: Any = None  # a CUDA event the upload must wait for (compute still using the slot)
+    ready: Any = None  # a CUDA event: the bytes are on the device
 
     def counts(self) -> tuple[int, int, int]:
         """(pieces done, pieces cancelled, pieces still queued or running)."""
@@ -82,8 +87,10 @@ class Read:
 
 
 class ReadPool:
-    def __init__(self, workers: int, urgent: int, direct: bool, piece_bytes: int):
+    def __init__(self, workers: int, urgent: int, direct: bool, piece_bytes: int,
+                 on_complete: Callable[[Read], None] | None = None):
         self.direct = direct
+        self.on_complete = on_complete  # runs on the worker that finished a complete read
         self.piece_bytes = max(_ALIGN, piece_bytes // _ALIGN * _ALIGN)
         self.ssd = Timeline()  # live knobs, set by the engine
         self.jitter_ms = 0.0
@@ -107,8 +114,8 @@ class ReadPool:
 
     # -- submitting -------------------------------------------------------------------
     def submit(self, key: tuple[int, int], extents: list[Extent], dst: memoryview,
-               speculative: bool) -> Read:
-        read = Read(key, dst, speculative)
+               speculative: bool, slot: int = -1, after: Any = None) -> Read:
+        read = Read(key, dst, speculative, slot=slot, after=after)
         for ext in extents:
             for start in range(0, ext.length, self.piece_bytes):
                 n = min(self.piece_bytes, ext.length - start)
@@ -193,14 +200,19 @@ class ReadPool:
                 self._throttle(piece.length, t0)
             except OSError as err:  # reported to whoever waits on the read
                 piece.read.error = f"{piece.path}: {err}"
+            read = piece.read
             with self._cond:
                 piece.state = DONE
-                piece.read.bytes_read += piece.length
+                read.bytes_read += piece.length
                 self.bytes_read += piece.length
                 self._active -= 1
                 if not self._active:
                     self.busy_s += time.perf_counter() - self._busy_since
-                self._resolve(piece.read)
+                last = all(p.state in (DONE, CANCELLED) for p in read.pieces)
+            if last:
+                if self.on_complete and read.complete and not read.error:
+                    self.on_complete(read)
+                read.done.set()
 
     def _read(self, piece: Piece, bounce: mmap.mmap | None) -> None:
         fd = self._fd(piece.path)

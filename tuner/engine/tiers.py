@@ -24,6 +24,7 @@ from __future__ import annotations
 import mmap
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext as _no_stream
 
 import numpy as np
 import torch
@@ -78,40 +79,66 @@ class HostCopy:
 
 
 class Sites:
-    """The link and CPU sites: one worker thread each, paced by emulated bandwidths."""
+    """The link and CPU sites: one worker thread each, paced by emulated bandwidths.
 
-    def __init__(self, host: HostCopy, mem: torch.Tensor, views: list, expert_bytes: int):
+    On CUDA the link copies each expert from host RAM into a pinned buffer, uploads it on a
+    stream of its own and computes it there; the CPU site computes on the host and hands its
+    outputs to the device. On the CPU both are plain copies and computes."""
+
+    def __init__(self, host: HostCopy, mem: torch.Tensor, views: list, expert_bytes: int,
+                 top_k: int):
         self.host, self.mem, self.views, self.nbytes = host, mem, views, expert_bytes
+        self.cuda = mem.is_cuda
         self.link_line, self.cpu_line = Timeline(), Timeline()
         self._link = ThreadPoolExecutor(1, thread_name_prefix="tuner-link")
         self._cpu = ThreadPoolExecutor(1, thread_name_prefix="tuner-cpu")
+        if self.cuda:
+            self.stream = torch.cuda.Stream(mem.device)
+            self.pinned = torch.empty(top_k, expert_bytes, dtype=torch.uint8, pin_memory=True)
 
     def link(self, x: torch.Tensor, jobs: list[tuple[int, tuple[int, int], int, bool]]
              ) -> Future:
         """jobs: (rank, key, destination buffer, verify). Copies each expert from host RAM
         into its destination (staging or an admitted arena slot), then computes it there.
-        Result: ({rank: output}, seconds, verified, mismatches)."""
-        return self._link.submit(self._run_link, x, jobs)
+        Result: ({rank: output}, seconds, verified, mismatches); the seconds are the site's
+        own, the worker having waited for its device work."""
+        x_ready = None
+        if self.cuda:
+            x_ready = torch.cuda.Event()
+            x_ready.record()
+        return self._link.submit(self._run_link, x, x_ready, jobs)
 
     def cpu(self, x: torch.Tensor, jobs: list[tuple[int, tuple[int, int]]]) -> Future:
         """jobs: (rank, key), computed from host RAM. Result: ({rank: output}, seconds)."""
-        return self._cpu.submit(self._run_cpu, x, jobs)
+        return self._cpu.submit(self._run_cpu, x.cpu(), jobs)
 
-    def copy_in(self, key: tuple[int, int], dst: int) -> None:
-        """A tier swap: the expert's bytes over the link into an arena slot."""
+    def copy_in(self, key: tuple[int, int], dst: int, pinned: torch.Tensor | None = None
+                ) -> None:
+        """The expert's bytes over the link into device buffer `dst` (a tier swap, or the
+        link share through `pinned`, a page-locked bounce buffer on CUDA)."""
         t0 = time.perf_counter()
-        self.mem[dst].copy_(self.host.bufs[key])
+        if pinned is None:
+            self.mem[dst].copy_(self.host.bufs[key])
+        else:
+            pinned.copy_(self.host.bufs[key])
+            self.mem[dst].copy_(pinned, non_blocking=True)
         self.link_line.pace(self.nbytes, t0)
 
-    def _run_link(self, x, jobs):
+    def _run_link(self, x, x_ready, jobs):
         t0 = time.perf_counter()
         outs, verified, mismatches = {}, 0, 0
-        for rank, key, dst, verify in jobs:
-            self.copy_in(key, dst)
-            if verify:
-                verified += 1
-                mismatches += not torch.equal(self.mem[dst], self.host.bufs[key])
-            outs[rank] = expert_out(x, *self.views[dst])
+        stream = torch.cuda.stream(self.stream) if self.cuda else _no_stream()
+        with stream:
+            if x_ready is not None:
+                self.stream.wait_event(x_ready)
+            for i, (rank, key, dst, verify) in enumerate(jobs):
+                self.copy_in(key, dst, self.pinned[i] if self.cuda else None)
+                if verify:
+                    verified += 1
+                    mismatches += not torch.equal(self.mem[dst].cpu(), self.host.bufs[key])
+                outs[rank] = expert_out(x, *self.views[dst])
+        if self.cuda:
+            self.stream.synchronize()  # the pinned buffers are free, the outputs are ready
         return outs, time.perf_counter() - t0, verified, mismatches
 
     def _run_cpu(self, x, jobs):

@@ -17,7 +17,8 @@ from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.counters import IDX
 from tuner.engine.decode import Engine, arena_slots
 from tuner.engine.reference import Resident
-from tuner.engine.session import Session, model_folder
+from tuner.engine.model import expert_out
+from tuner.engine.session import Session, model_folder, pick_device
 from tuner.engine.store import ReadPool
 from tuner.engine.tiers import HostCopy
 from tuner.knobs import Config
@@ -72,7 +73,8 @@ def read_bandwidth(cfg: Config, tokens: int) -> dict:
 def _time_steps(step, tokens: list[int]) -> float:
     t0 = time.perf_counter()
     for pos, tok in enumerate(tokens):
-        step(tok, pos)
+        logits = step(tok, pos)
+    logits.cpu()  # the device has finished every token
     return 1000 * (time.perf_counter() - t0) / len(tokens)
 
 
@@ -81,7 +83,7 @@ def machinery(cfg: Config, tokens: int, rounds: int = 3) -> dict:
     resident model, interleaved A B A B on the same tokens."""
     ckpt = Checkpoint(model_folder(cfg))
     mc = ckpt.config
-    device = torch.device("cpu")
+    device = pick_device(cfg.device)
     cfg = replace(cfg, expert_cache=mc.num_layers * mc.num_experts, prefetch="off",
                   moce_bonus=0.0, moce_bonus_r1=0.0, cpu_pool=False)
     resident = Resident(ckpt, cfg.context, device)
@@ -120,20 +122,79 @@ def _sites_run(cfg: Config, tokens: int) -> dict:
         session.engine.close()
 
 
+def pinned_copy_gbps(device: torch.device, nbytes: int = 256 << 20, reps: int = 5) -> float:
+    """The link's limit: a plain copy of a page-locked host buffer to the device (CUDA
+    events), or a plain memory copy on a machine without a GPU."""
+    if device.type != "cuda":
+        src = torch.empty(nbytes, dtype=torch.uint8)
+        dst = torch.empty_like(src)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            dst.copy_(src)
+        return round(nbytes * reps / (time.perf_counter() - t0) / 1e9, 3)
+    src = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dst.copy_(src, non_blocking=True)  # warm
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        dst.copy_(src, non_blocking=True)
+    end.record()
+    end.synchronize()
+    return round(nbytes * reps / (start.elapsed_time(end) / 1000) / 1e9, 3)
+
+
+def cpu_expert_gbps(ckpt: Checkpoint, experts: int = 64) -> float:
+    """The CPU site's limit: expert bytes computed per second on the host, one at a time."""
+    host = HostCopy(ckpt)
+    keys = list(host.views)[:experts]
+    x = torch.randn(ckpt.config.hidden_size)
+    t0 = time.perf_counter()
+    for key in keys:
+        expert_out(x, *host.views[key])
+    return round(len(keys) * ckpt.expert_bytes / (time.perf_counter() - t0) / 1e9, 3)
+
+
+def link_bandwidth(cfg: Config, tokens: int) -> dict:
+    """(d) achieved host-to-device bandwidth of the engine's uploads (CUDA events) against a
+    plain pinned copy measured in the same run."""
+    device = pick_device(cfg.device)
+    if device.type != "cuda":
+        return {"skipped": "no CUDA device: the link is measured on a GPU only"}
+    limit = pinned_copy_gbps(device)
+    session = Session(replace(cfg, prefetch="off", cpu_pool=False))
+    try:
+        session.run(tokens)
+        t = session.snapshot()["totals"]
+    finally:
+        session.engine.close()
+    return {"pinned_copy_gbps": limit, "engine_h2d_gbps": t["h2d_gbps"],
+            "ratio": _ratio(t["h2d_gbps"], limit), "bytes_h2d": t["bytes_h2d"],
+            "ms_per_token": t["ms_per_token"], "device": torch.cuda.get_device_name(device)}
+
+
 def sites_sweep(cfg: Config, fracs: list[float], tokens: int, scale: float) -> dict:
-    """ms per token over pcie_frac with emulated link and CPU bandwidths (scaled by `scale`
-    so that the emulated sites, not this machine's own compute, set the pace), beside the
-    site-bound prediction: per layer max(T_link, T_cpu) from the counted experts. The sweep
-    runs forwards, then backwards, so drift falls on every point alike."""
-    link, cpu = cfg.link_gbps * scale, cfg.cpu_gbps * scale
-    if not (link and cpu):
-        raise ValueError("sites_sweep needs link_gbps and cpu_gbps (a preset such as "
-                         "seed002-x4)")
-    HostCopy(Checkpoint(model_folder(cfg))).warm()  # host RAM is the page cache: fill it
+    """ms per token over pcie_frac beside the site-bound prediction: per layer
+    max(T_link, T_cpu) from the counted experts. With emulated link and CPU bandwidths they
+    are scaled by `scale`, so that the emulated sites, not this machine's own compute, set
+    the pace; without, the sites run at real speed and the prediction uses the limits
+    measured here (pinned copy, CPU expert rate). The sweep runs forwards, then backwards,
+    so drift falls on every point alike."""
+    ckpt = Checkpoint(model_folder(cfg))
+    HostCopy(ckpt).warm()  # host RAM is the page cache: fill it
+    if not cfg.adapt_every:  # without the tier the arena of a three-site run stays empty
+        cfg = replace(cfg, adapt_every=16)
+    emulated = bool(cfg.link_gbps and cfg.cpu_gbps)
+    if emulated:
+        link, cpu = cfg.link_gbps * scale, cfg.cpu_gbps * scale
+    else:
+        link, cpu = pinned_copy_gbps(pick_device(cfg.device)), cpu_expert_gbps(ckpt)
+        scale = None
     runs: dict[float, list[dict]] = {f: [] for f in fracs}
     for frac in fracs + fracs[::-1]:
         runs[frac].append(_sites_run(replace(cfg, cpu_pool=True, pcie_frac=frac,
-                                             link_gbps=link, cpu_gbps=cpu), tokens))
+                                             link_gbps=link if emulated else 0.0,
+                                             cpu_gbps=cpu if emulated else 0.0), tokens))
     rows = []
     for frac, snaps in runs.items():
         snap = snaps[0]  # counts are deterministic: the same in both runs
@@ -146,7 +207,8 @@ def sites_sweep(cfg: Config, fracs: list[float], tokens: int, scale: float) -> d
                      "runs": ms, "predicted_ms_per_token": round(1000 * bound / t["tokens"], 3),
                      "cpu_fraction": t["cpu_fraction"], "hit_rate": t["hit_rate"]})
     best = min(rows, key=lambda r: r["ms_per_token"])
-    return {"link_gbps": link, "cpu_gbps": cpu, "scale": scale,
+    return {"link_gbps": link, "cpu_gbps": cpu, "emulated": emulated, "scale": scale,
+            "adapt_every": cfg.adapt_every,
             "balance_point": round(link / (link + cpu), 4),
             "measured_best_frac": best["pcie_frac"],
             "predicted_best_frac": min(rows, key=lambda r: r["predicted_ms_per_token"])[
@@ -159,5 +221,5 @@ def describe(cfg: Config) -> dict:
     return {"model": ckpt.name, "layers": mc.num_layers, "experts": mc.num_experts,
             "top_k": mc.top_k, "expert_bytes": ckpt.expert_bytes,
             "arena_slots": arena_slots(cfg.expert_cache, mc.num_layers, mc.num_experts),
-            "torch_threads": torch.get_num_threads(),
+            "torch_threads": torch.get_num_threads(), "device": str(pick_device(cfg.device)),
             "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
