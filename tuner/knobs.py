@@ -161,6 +161,9 @@ KNOBS: tuple[Knob, ...] = (
     # session
     Knob("model", "STRATA_MODEL", str, "",
          "model folder (empty = the embedded default model)", "session", "-", restart=True),
+    Knob("device", "STRATA_DEVICE", str, "auto",
+         "compute device of the arena and the dense weights (auto = cuda when present)",
+         "session", "-", choices=("auto", "cpu", "cuda"), restart=True),
     Knob("seed", "STRATA_SEED", int, 0,
          "seed for the prompt corpus and sampling", "session", "-", 0, 2**31 - 1,
          restart=True),
