@@ -17,6 +17,7 @@ Per layer (seed 000 section 3, `at_layer` and `after_layer`):
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -40,6 +41,26 @@ def arena_slots(requested: int, layers: int, experts: int) -> int:
     if requested <= 0:
         return max(1, round(total * DEFAULT_ARENA_SHARE))
     return min(requested, total)
+
+
+@dataclass
+class RouteLog:
+    """Every routing the engine made, for trace recording: expert ids per layer and token
+    in rank order, optionally the router logits, and the tokens where conversations start."""
+
+    layers: int
+    keep_logits: bool = False
+    experts: list[list[int]] = field(default_factory=list)
+    logits: list[np.ndarray] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+
+    def add(self, sel: list[int], logits: torch.Tensor) -> None:
+        self.experts.append(sel)
+        if self.keep_logits:
+            self.logits.append(logits.detach().float().cpu().numpy())
+
+    def start(self) -> None:
+        self.starts.append(len(self.experts) // self.layers)
 
 
 class Engine:
@@ -76,7 +97,7 @@ class Engine:
         self.limbo_old: list[int] = []
         self.prev_sel: list[list[int] | None] = [None] * L
         self.routed = np.zeros((L, E))  # routings per (layer, expert), for popularity
-        self.route_log: list[list[int]] | None = None  # set to a list to record routings
+        self.route_log: RouteLog | None = None  # set one to record routings
         self.tier = Tier(L, E, self.slots)
         self.sites: Sites | None = None  # made when cpu_pool is first switched on
         self.steps = 0
@@ -131,6 +152,8 @@ class Engine:
     def reset_sequence(self) -> None:
         """A new conversation: the prev-token predictor has nothing to go on."""
         self.prev_sel = [None] * self.mc.num_layers
+        if self.route_log is not None:
+            self.route_log.start()
 
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:
@@ -158,7 +181,7 @@ class Engine:
         self.routed[l, sel] += 1
         self.tier.observe(l, sel, cfg.adapt_decay)
         if self.route_log is not None:
-            self.route_log.append(sel)
+            self.route_log.add(sel, logits)
         self._probe(l, sel, x, stale)
         stale_next = dec.router_logits(l + 1, x) if l + 1 < self.mc.num_layers else None
         if cfg.cpu_pool:
