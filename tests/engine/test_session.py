@@ -187,3 +187,46 @@ def test_streaming_logits_equal_the_fully_resident_model(tiny_config, tiny_model
             token = int(torch.argmax(a))
     finally:
         engine.close()
+
+
+def test_text_prompt_and_output(tiny_config, tiny_model):
+    from tuner.engine import synth
+
+    text = " ".join(synth.word(i) for i in (3, 40, 77))
+    s = Session(replace(tiny_config, temperature=0.0), prompt=text)
+    try:
+        s.run(12)
+        snap = s.snapshot()
+    finally:
+        s.engine.close()
+    assert snap["text"]["prompt"] == text
+    words = snap["text"]["output"].split()
+    assert len(words) == 12 - 3 and all(w == synth.word(i) for w, i in
+                                         zip(words, list(s.output_ids)))
+
+
+def test_text_prompt_needs_a_tokenizer(tiny_config, tiny_model, tmp_path):
+    import shutil
+
+    bare = tmp_path / "bare"
+    shutil.copytree(tiny_model, bare)
+    (bare / "tokenizer.json").unlink()
+    with pytest.raises(ValueError, match="no tokenizer.json"):
+        Session(replace(tiny_config, model=str(bare)), prompt="ka lo")
+    s = Session(replace(tiny_config, model=str(bare)), prompt_ids=[1, 2, 3])
+    s.run(2)
+    assert s.snapshot()["text"] is None
+    s.engine.close()
+
+
+def test_run_command_prints_output_ids(tiny_model, capsys):
+    import json
+
+    from tuner.cli import main
+
+    assert main(["run", "--model", str(tiny_model), "--tokens", "6", "--prompt-ids", "1,2,3",
+                 "--temperature", "0", "--json", "--expert-cache", "16"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["output_ids"]) == 3 and out["tokens"] == 6
+    assert {"schema", "output_hash", "settings_version", "settings", "totals", "layers"} <= \
+        out.keys()

@@ -13,8 +13,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="decode N tokens without a UI and print the counters")
     p.add_argument("--tokens", type=int, default=128, help="tokens to decode (default 128)")
     p.add_argument("--json", action="store_true", help="print the whole snapshot as JSON")
-    p.add_argument("--prompt-ids", type=_ids, help="comma-separated prompt token ids "
-                   "(default: the built-in corpus)")
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt-ids", type=_ids, help="comma-separated prompt token ids "
+                        "(default: the built-in corpus)")
+    prompt.add_argument("--prompt", help="prompt text (the model needs a tokenizer.json)")
     add_knob_flags(p)
     p.set_defaults(func=main)
 
@@ -33,7 +35,10 @@ def main(args: argparse.Namespace) -> int:
     if args.tokens < 1:
         raise SystemExit("tuner run: --tokens must be at least 1")
     settings = settings_from_args(args)
-    session = Session(to_config(settings), prompt_ids=args.prompt_ids)
+    try:
+        session = Session(to_config(settings), prompt_ids=args.prompt_ids, prompt=args.prompt)
+    except ValueError as err:
+        raise SystemExit(f"tuner run: {err}")
     vocab = session.ckpt.config.vocab_size
     if args.prompt_ids and max(args.prompt_ids) >= vocab:
         raise SystemExit(f"tuner run: --prompt-ids must be < {vocab} (the model's vocabulary)")
@@ -50,6 +55,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"{snap['model']['name']}: {t['tokens']} tokens, {t['ms_per_token']} ms/token, "
           f"hit rate {t['hit_rate']} %, {t['sync_misses_per_token']} sync misses/token, "
           f"{t['bytes_per_token']} bytes/token, output {snap['output_hash']}")
+    if snap["text"]:
+        print(f"prompt: {snap['text']['prompt']}\noutput: {snap['text']['output']}")
     for note in snap["notes"]:
         print(f"note: {note}")
     return 0

@@ -30,6 +30,7 @@ SCHEMA = 1
 RESTART = frozenset(k.name for k in BY_NAME.values() if k.restart)
 PROMPT_LEN = 16
 MAX_CHANGES = 200
+TEXT_TOKENS = 200  # generated tokens of the current conversation kept as text
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -50,13 +51,27 @@ def prompts(seed: int, vocab: int, topics: int):
         yield (ids * topics + topic).clamp(max=vocab - 1).tolist()
 
 
+def load_tokenizer(folder: Path):
+    """The model's tokenizers.Tokenizer, or None when it ships no tokenizer.json."""
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(path))
+
+
 def model_folder(cfg) -> Path:
     return Path(cfg.model) if cfg.model else synth.ensure()
 
 
 class Session:
-    def __init__(self, cfg: Config | None = None, prompt_ids: list[int] | None = None):
+    def __init__(self, cfg: Config | None = None, prompt_ids: list[int] | None = None,
+                 prompt: str | None = None):
+        """`prompt_ids` or `prompt` (text, needs the model's tokenizer.json) replaces the
+        built-in corpus: every conversation starts from it."""
         self.cfg = cfg or Config()
+        self.prompt_text = prompt
         self.version = 1
         self.applied_version = 1
         self.prompt_ids = prompt_ids
@@ -77,11 +92,17 @@ class Session:
         both succeeded, so a bad restart-class change leaves the session as it was."""
         device = pick_device(cfg.device)
         ckpt = Checkpoint(model_folder(cfg))
+        tokenizer = load_tokenizer(ckpt.folder)
+        if self.prompt_text is not None and tokenizer is None:
+            raise ValueError(f"{ckpt.folder} has no tokenizer.json, so a text prompt cannot "
+                             "be encoded; give prompt ids instead")
         engine = Engine(ckpt, cfg, device)
-        self.device = device
         if getattr(self, "engine", None) is not None:
             self.engine.close()
-        self.cfg, self.ckpt, self.engine = cfg, ckpt, engine
+        self.cfg, self.ckpt, self.engine, self.device = cfg, ckpt, engine, device
+        self.tokenizer = tokenizer
+        if self.prompt_text is not None:
+            self.prompt_ids = tokenizer.encode(self.prompt_text).ids
         mc = ckpt.config
         topics = self.ckpt.raw_config.get("tuner_recipe", {}).get("topics", 1)
         self._prompts = prompts(cfg.seed, mc.vocab_size, topics)
@@ -92,6 +113,7 @@ class Session:
         self.pos = 0
         self.conversations = 0
         self.output_ids: deque[int] = deque(maxlen=4096)
+        self._conversation: tuple[list[int], deque[int]] = ([], deque(maxlen=TEXT_TOKENS))
         self._resident = self.engine.resident_counts()
 
     # -- control (any thread) ----------------------------------------------------------
@@ -220,6 +242,7 @@ class Session:
             else:
                 tok = self._sample(self._logits)
                 self.output_ids.append(tok)
+                self._conversation[1].append(tok)
                 self._feed.append(tok)
         tok = self._feed.popleft()
         t0 = time.perf_counter()
@@ -236,7 +259,9 @@ class Session:
         self.pos = 0
         self.conversations += 1
         ids = self.prompt_ids if self.prompt_ids else next(self._prompts)
-        self._feed.extend(ids[: max(1, self.cfg.context - 1)])
+        ids = ids[: max(1, self.cfg.context - 1)]
+        self._feed.extend(ids)
+        self._conversation = (list(ids), deque(maxlen=TEXT_TOKENS))
 
     def _sample(self, logits: torch.Tensor) -> int:
         t = self.cfg.temperature
@@ -246,6 +271,15 @@ class Session:
         return int(torch.multinomial(probs, 1, generator=self._gen))
 
     # -- snapshots ---------------------------------------------------------------------
+    def _text(self) -> dict | None:
+        """The current conversation as text, when the model has a tokenizer."""
+        if self.tokenizer is None:
+            return None
+        prompt, output = self._conversation
+        return {"prompt": self.tokenizer.decode(prompt),
+                "output": self.tokenizer.decode(list(output)),
+                "conversation": self.conversations}
+
     @property
     def tokens(self) -> int:
         return self.engine.counters.read(False)[1]
@@ -288,6 +322,7 @@ class Session:
                 "totals": c.totals(win, wtok, wsecs, resident),
                 "layers": c.rows(win, resident),
             },
+            "text": self._text(),
             "notes": eng.notes(),
             "changes": changes,
         }

@@ -136,6 +136,32 @@ def layer_weights(r: Recipe, layer: int, mu_hat: torch.Tensor) -> dict[str, torc
     return w
 
 
+SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "shi", "po", "ve", "da", "zu", "ri", "an",
+             "el", "os", "um")
+
+
+def word(token: int) -> str:
+    """A pronounceable word per token id: its base-16 digits as syllables. Tokens of one
+    topic (same id modulo the topic count) share their last syllable."""
+    digits = []
+    while True:
+        token, d = divmod(token, len(SYLLABLES))
+        digits.append(SYLLABLES[d])
+        if not token:
+            return "".join(reversed(digits))
+
+
+def write_tokenizer(r: Recipe, folder: Path) -> None:
+    """A word-level tokenizer.json, so prompts and output of the demo model are text."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {word(i): i for i in range(r.vocab_size - 1)}
+    vocab["<unk>"] = r.vocab_size - 1
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(str(Path(folder) / "tokenizer.json"))
+
+
 def write(r: Recipe, folder: Path) -> Path:
     """Writes the checkpoint into `folder` (atomically: a temp folder renamed at the end)."""
     folder = Path(folder)
@@ -156,6 +182,7 @@ def write(r: Recipe, folder: Path) -> Path:
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
     (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
     (tmp / "config.json").write_text(json.dumps(r.hf_config(), indent=1))
+    write_tokenizer(r, tmp)
     if folder.exists():
         raise FileExistsError(f"{folder} already exists; remove it to make the model again")
     os.replace(tmp, folder)
@@ -177,4 +204,6 @@ def ensure(recipe: Recipe = DEFAULT, folder: Path | None = None) -> Path:
     folder = Path(folder) if folder else default_model_path(recipe)
     if not (folder / "config.json").is_file():
         write(recipe, folder)
+    elif not (folder / "tokenizer.json").is_file():  # made by an earlier version
+        write_tokenizer(recipe, folder)
     return folder
