@@ -7,6 +7,7 @@ the main thread). Screenshots go to test-output/.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import statistics
 import time
 from pathlib import Path
@@ -103,6 +104,10 @@ def test_page_loads_and_the_layer_table_keeps_updating(live, open_page):
     page.locator("#layers th[data-col=hits]").click()  # sorted by hits, descending
     expect(page.locator("#layers th[data-col=hits]")).to_have_attribute("aria-sort",
                                                                        "descending")
+    page.get_by_role("button", name="pause").click()
+    expect(page.locator("#st-state")).to_have_text("paused")
+    page.get_by_role("button", name="resume").click()
+    expect(page.locator("#st-state")).to_have_text("running")
     rows = page.locator("#layers-body tr")
     page.wait_for_function("tunerStats.messages > 10")
     hits = [float(rows.nth(i).locator("td[data-col=hits]").text_content()) for i in range(4)]
@@ -129,8 +134,18 @@ def test_toggling_2q_and_the_bonus_changes_version_and_counters(live, open_page)
     print(f"\nhit rate over 128 tokens: LRU {lru} %, 2Q {two_q} %, 2Q + bonus 4 {bonus} %")
     assert abs(two_q - lru) > 2  # the policy changed what stays resident
     assert bonus > two_q + 5  # residency-aware routing hits more
-    page.wait_for_function("tunerStats.messages > 5")
+    hover_change_marker(page, "hit_rate")
+    expect(page.locator("#change-info")).to_contain_text("moce_bonus 0 -> 4")
     shot(page, "dashboard-after-changes")
+
+
+def hover_change_marker(page, chart: str) -> None:
+    """Moves the mouse across a chart until it is over a settings-change marker."""
+    box = page.locator(f"#chart-{chart} .u-over").bounding_box()
+    for x in range(int(box["width"]) - 1, 0, -3):
+        page.mouse.move(box["x"] + x, box["y"] + box["height"] / 2)
+        if "moce_bonus" in (page.locator("#change-info").text_content() or ""):
+            return
 
 
 def test_out_of_range_value_shows_the_error_and_changes_nothing(live, open_page):
@@ -212,7 +227,7 @@ def test_64_layers_at_10_updates_per_second(model64, open_page):
             shot(page, "dashboard-64-layers")
     finally:
         controller.session.stop()
-    gaps = sorted(b - a for a, b in zip(frames, frames[1:]))
+    gaps = sorted(b - a for a, b in itertools.pairwise(frames))
     swap, latency = sorted(stats["swapMs"]), sorted(stats["latencyMs"])
 
     def p95(xs):

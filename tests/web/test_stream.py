@@ -176,7 +176,7 @@ def measure(live, seconds: float, rate: float) -> tuple[float, float]:
 def test_stalled_client_slows_nobody(controller):
     """Runs with and without a stalled client, interleaved (A B A B A) so drift of the
     machine's speed falls on both arms alike."""
-    seconds = float(os.environ.get("TUNER_STALL_SECONDS", 2))
+    seconds = float(os.environ.get("TUNER_STALL_SECONDS", "2"))
     rate, timeout = 30, seconds  # the stalled client stays connected while measured
     runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     for live in serve(controller, send_buffer=16384, send_timeout=timeout):
@@ -212,7 +212,7 @@ def rss_mib() -> float:
 
 
 def test_twenty_clients(live):
-    seconds = float(os.environ.get("TUNER_LOAD_SECONDS", 6))
+    seconds = float(os.environ.get("TUNER_LOAD_SECONDS", "6"))
     clients, rate = 20, 10
 
     async def client(i: int, stop: float, counts: list[int]) -> None:

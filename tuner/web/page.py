@@ -93,8 +93,9 @@ def status_html(snapshot: dict[str, Any], view: str) -> str:
         "st-view": f"{view} ({snapshot['window']['tokens']} tokens)" if view == "window"
                    else f"{view} ({snapshot['tokens']} tokens)",
     }
-    return "".join(f'<span id="{k}" class="{"state-" + snapshot["state"] if k == "st-state" else ""}"'
-                   f'>{escape(v)}</span>' for k, v in fields.items())
+    classes = {"st-state": f' class="state-{snapshot["state"]}"'}
+    return "".join(f'<span id="{k}"{classes.get(k, "")}>{escape(v)}</span>'
+                   for k, v in fields.items())
 
 
 def chart_point_html(snapshot: dict[str, Any]) -> str:

@@ -40,16 +40,17 @@ def _html(markup: str) -> HTMLResponse:
 @router.get("/", response_class=HTMLResponse)
 def page(request: Request, controller: ControllerDep) -> HTMLResponse:
     token = request.app.state.token
+    base = request.scope.get("root_path", "")
     state = controller.state()
     # The page is rendered with this settings version: the stream sends the knob panel
     # again only when the version moves on, so a field being edited is not replaced.
     ws_query = {"rate": DEFAULT_RATE, "version": state["version"],
                 **({"token": token} if token else {})}
     return templates.TemplateResponse(request, "page.html", {
-        "base": request.scope.get("root_path", ""),
-        "static": request.scope.get("root_path", "") + "/static",
+        "base": base,
+        "static": f"{base}/static",
         "token": token,
-        "ws_url": f"{request.scope.get('root_path', '')}/ui/ws?{urlencode(ws_query)}",
+        "ws_url": f"{base}/ui/ws?{urlencode(ws_query)}",
         "groups": GROUPED,
         "settings": state["settings"],
         "preset_list": controller.store.list(),

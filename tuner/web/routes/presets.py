@@ -9,7 +9,14 @@ from fastapi import APIRouter, HTTPException, Query
 from tuner.presets import Preset, PresetError
 from tuner.web.deps import ControllerDep, PresetName, StoreDep, preset_name
 from tuner.web.schemas import (
-    BAD_JSON, BAD_PRESET, DiffRow, MessageError, PresetBody, PresetInfo, ProblemsError, SaveRequest,
+    BAD_JSON,
+    BAD_PRESET,
+    DiffRow,
+    MessageError,
+    PresetBody,
+    PresetInfo,
+    ProblemsError,
+    SaveRequest,
     SettingsState,
 )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
@@ -29,7 +29,7 @@ def current(controller: ControllerDep) -> dict[str, Any]:
 @router.patch("/settings", response_model=SettingsState, responses=BAD_SETTINGS,
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": settings_patch_schema()}}}})
-def change(controller: ControllerDep, changes: Any = Body()) -> dict[str, Any]:
+def change(controller: ControllerDep, changes: Annotated[Any, Body()]) -> dict[str, Any]:
     """Changes some knobs. The whole result is validated first: on any bad value nothing is
     applied and the 422 names every bad knob, its value and the allowed range."""
     if not isinstance(changes, dict):
