@@ -8,7 +8,7 @@ from tuner.cli import add_knob_flags, print_json, settings_from_args
 from tuner.measure import bench
 from tuner.settings import to_config
 
-SECTIONS = ("read", "machinery", "link", "sites")
+SECTIONS = ("read", "machinery", "link", "sites", "peer")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"comma-separated sections of {', '.join(SECTIONS)} (default "
                         "read,machinery,link; link needs a GPU; sites emulates the "
                         "link_gbps and cpu_gbps of a preset such as seed002-x4, or runs the "
-                        "real sites when both are 0)")
+                        "real sites when both are 0; peer needs transformers and accelerate)")
     p.add_argument("--tokens", type=int, default=64, help="tokens per measurement")
     p.add_argument("--fracs", default="0,0.1,0.171,0.25,0.4,0.6,0.8,1",
                    help="pcie_frac values of the sites sweep")
@@ -42,6 +42,8 @@ def main(args: argparse.Namespace) -> int:
         out["machinery"] = bench.machinery(cfg, args.tokens)
     if "link" in sections:
         out["link"] = bench.link_bandwidth(cfg, args.tokens)
+    if "peer" in sections:
+        out["peer"] = bench.peer(cfg, args.tokens)
     if "sites" in sections:
         fracs = [float(f) for f in args.fracs.split(",")]
         out["sites"] = bench.sites_sweep(cfg, fracs, args.tokens, args.scale)
@@ -70,6 +72,12 @@ def _print(out: dict) -> None:
         print(f"(d) link: {r['skipped']}" if "skipped" in r else
               f"(d) link: engine uploads {r['engine_h2d_gbps']} GB/s / pinned copy "
               f"{r['pinned_copy_gbps']} GB/s = {r['ratio']} on {r['device']}")
+    if "peer" in out:
+        r = out["peer"]
+        print(f"peer: {r['skipped']}" if "skipped" in r else
+              f"peer: engine {r['engine_tok_s']} tok/s / {r['peer']} {r['peer_tok_s']} tok/s "
+              f"= {r['ratio']} at {r['budget_bytes']} bytes of fast memory; same tokens: "
+              f"{r['same_tokens']}")
     if "sites" in out:
         s = out["sites"]
         print(f"sites: link {s['link_gbps']} GB/s, CPU {s['cpu_gbps']} GB/s (scale "

@@ -215,6 +215,52 @@ def sites_sweep(cfg: Config, fracs: list[float], tokens: int, scale: float) -> d
                 "pcie_frac"], "tokens": tokens, "rows": rows}
 
 
+PEER_PROMPT = [5, 17, 3, 60, 41, 8, 22, 90]
+
+
+def peer(cfg: Config, tokens: int) -> dict:
+    """This engine against transformers with accelerate's offloading on the same checkpoint
+    and the same fast-memory budget (dense weights plus the arena's expert bytes; the rest
+    of the weights offloaded to disk), greedy, tokens per second from one run."""
+    try:
+        import accelerate  # noqa: F401  (needed by transformers' device_map offload)
+        import transformers
+    except ImportError as err:
+        return {"skipped": f"needs transformers and accelerate: {err}"}
+    import tempfile
+
+    cfg = replace(cfg, temperature=0.0, prefetch="off", cpu_pool=False, device="cpu")
+    ckpt = Checkpoint(model_folder(cfg))
+    mc = ckpt.config
+    slots = arena_slots(cfg.expert_cache, mc.num_layers, mc.num_experts)
+    dense = sum(t.numel() * t.element_size() for t in ckpt.dense().values())
+    budget = dense + slots * ckpt.expert_bytes
+    session = Session(cfg, prompt_ids=PEER_PROMPT)
+    try:
+        t0 = time.perf_counter()
+        session.run(len(PEER_PROMPT) + tokens)  # one step more than the peer's forwards
+        ours_s = time.perf_counter() - t0
+        ours_ids = PEER_PROMPT + list(session.output_ids)[:tokens]
+    finally:
+        session.engine.close()
+    with tempfile.TemporaryDirectory() as offload:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            str(ckpt.folder), device_map="auto", max_memory={"cpu": budget},
+            offload_folder=offload, dtype=torch.float32)
+        placed = sorted(set(getattr(model, "hf_device_map", {}).values()))
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(torch.tensor([PEER_PROMPT]), max_new_tokens=tokens,
+                                 min_new_tokens=tokens, do_sample=False)
+        theirs_s = time.perf_counter() - t0
+    theirs_ids = out[0].tolist()
+    return {"tokens": tokens, "budget_bytes": budget, "arena_slots": slots,
+            "peer_placement": placed, "engine_tok_s": round(tokens / ours_s, 3),
+            "peer_tok_s": round(tokens / theirs_s, 3),
+            "ratio": _ratio(theirs_s, ours_s), "same_tokens": ours_ids == theirs_ids,
+            "peer": f"transformers {transformers.__version__} with accelerate offload"}
+
+
 def describe(cfg: Config) -> dict:
     ckpt = Checkpoint(model_folder(cfg))
     mc = ckpt.config
