@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 import uvicorn
@@ -75,7 +75,7 @@ def stand_in_server(controller: Controller, token: str | None = None) -> FastAPI
         return controller.state()
 
     @app.patch("/api/settings")
-    def change(changes: dict[str, Any] = Body(...)) -> dict:
+    def change(changes: Annotated[dict[str, Any], Body()]) -> dict:
         try:
             controller.change(changes)
         except SettingsError as err:
@@ -99,7 +99,7 @@ def stand_in_server(controller: Controller, token: str | None = None) -> FastAPI
             raise HTTPException(400, str(err)) from None
 
     @app.post("/api/presets/{name}", status_code=201)
-    def save(name: str, body: dict[str, str] = Body(...)) -> None:
+    def save(name: str, body: Annotated[dict[str, str], Body()]) -> None:
         preset_call(controller.save_preset, name, body.get("description", ""))
 
     @app.post("/api/presets/{name}/apply")
@@ -162,6 +162,14 @@ def remote_url(controller) -> Iterator[str]:
 @pytest.fixture
 def remote(remote_url) -> RemoteBackend:
     return RemoteBackend(remote_url, token=TOKEN, rate=20)
+
+
+@pytest.fixture
+def served(controller) -> Iterator[RemoteBackend]:
+    """The remote backend against the real `tuner serve` app."""
+    web = pytest.importorskip("tuner.web.app")
+    with serving(web.create_app(controller, TOKEN)) as url:
+        yield RemoteBackend(url, token=TOKEN, rate=20)
 
 
 # -- helpers -----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from tuner.ui.screens.help import HelpScreen
 from tuner.ui.screens.knobs import KnobsScreen
 from tuner.ui.widgets.knob_field import KnobField
 from tuner.ui.widgets.layer_table import LayerTable
+from tuner.ui.widgets.readout import Readout
 
 pytestmark = pytest.mark.anyio
 SIZE = (140, 44)
@@ -119,8 +120,8 @@ def cells(table: LayerTable) -> list[str]:
     return [str(cell) for row in range(table.row_count) for cell in table.get_row_at(row)]
 
 
-def lookups(table: LayerTable, layer: int) -> int:
-    return int(table.get_cell(str(layer), "lookups").plain.replace(",", ""))
+def column_names(table: LayerTable) -> list[str]:
+    return [c.value for c in table.columns]
 
 
 async def test_the_layer_table_fills_updates_toggles_and_sorts(embedded, controller):
@@ -131,28 +132,31 @@ async def test_the_layer_table_fills_updates_toggles_and_sorts(embedded, control
         await pilot.press("2")
         await pilot.pause()
         table = app.screen.query_one(LayerTable)
-        await wait(lambda: table.row_count == layers and table.get_cell("0", "lookups").plain)
+        await wait(lambda: table.row_count == layers and table.get_cell("0", "hit_rate").plain)
         assert [k.value for k in table.rows] == [str(i) for i in range(layers)]
-        assert [c.value for c in table.columns][:2] == ["layer", "hit_rate"]
+        assert column_names(table)[:2] == ["layer", "hit_rate"]  # the rates come first
         first = cells(table)
         await wait(lambda: cells(table) != first)  # the window moves with the engine
 
-        await pilot.press("p")  # a paused engine holds still while the order is checked
+        await pilot.press("p")  # a paused engine holds still while the table is checked
         await wait(lambda: app.snapshot["state"] == "paused")
-        await pilot.press("w")
-        caption = app.screen.query_one("#layers-caption", Static)
+        await pilot.press("w", "c")
+        caption = app.screen.query_one("#layers-caption", Readout)
         await wait(lambda: "cumulative" in str(caption.render()))
-        assert lookups(table, 0) == app.snapshot["layers"][0]["lookups"]
+        assert "columns in experts" in str(caption.render())
+        assert {"lookups", "hits", "sync_misses"} <= set(column_names(table))
+        shown = int(table.get_cell("0", "lookups").plain.replace(",", ""))
+        assert shown == app.snapshot["layers"][0]["lookups"]
 
         table.focus()
-        table.move_cursor(column=[c.value for c in table.columns].index("hit_rate"))
+        table.move_cursor(column=column_names(table).index("hits"))
         await pilot.press("s")
-        rates = {r["layer"]: r["hit_rate"] for r in app.snapshot["layers"]}
-        shown = [table.get_row_at(i)[0] for i in range(layers)]
-        assert shown == sorted(rates, key=lambda layer: -rates[layer])
-        assert "sorted by hit_rate, largest first" in str(caption.render())
+        hits = {r["layer"]: r["hits"] for r in app.snapshot["layers"]}
+        order = [table.get_row_at(i)[0] for i in range(layers)]
+        assert [hits[layer] for layer in order] == sorted(hits.values(), reverse=True)
+        assert "sorted by hits, largest first" in str(caption.render())
         await pilot.press("s")
-        assert [table.get_row_at(i)[0] for i in range(layers)] == shown[::-1]
+        assert [hits[table.get_row_at(i)[0]] for i in range(layers)] == sorted(hits.values())
 
 
 async def test_pause_resume_and_reset_keys(embedded, controller):

@@ -1,5 +1,6 @@
 """Both backends keep one contract: the same calls give the same effects on the engine,
-whether it runs in this process or behind a server."""
+whether it runs in this process or behind a server (the stand-in of the tests and the
+real `tuner serve` app)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tuner.ui.remote import RemoteBackend, websocket_url
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["embedded", "remote"])
+@pytest.fixture(params=["embedded", "remote", "served"])
 def backend(request):
     return request.getfixturevalue(request.param)
 

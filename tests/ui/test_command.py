@@ -16,3 +16,9 @@ def test_connect_refuses_flags_that_set_up_a_local_engine():
     with pytest.raises(SystemExit, match="--preset, --moce-bonus"):
         main(["tui", "--connect", "http://127.0.0.1:1", "--preset", "2q",
               "--moce-bonus", "1"])
+
+
+def test_refresh_rate_is_checked(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["tui", "--refresh-hz", "0"])
+    assert "--refresh-hz wants a number in (0, 30]" in capsys.readouterr().err

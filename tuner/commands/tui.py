@@ -7,6 +7,7 @@ import sys
 
 from tuner.cli import add_knob_flags, settings_from_args
 from tuner.knobs import KNOBS
+from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,12 +17,24 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="attach to the server at URL (such as http://127.0.0.1:8000) instead "
                         "of running an engine here; knob flags do not apply then")
     p.add_argument("--token", help="the server's access token (sent as a Bearer token)")
-    p.add_argument("--refresh-hz", type=float, default=3.0,
-                   help="screen repaints per second, whatever the snapshot rate (default 3)")
+    p.add_argument("--refresh-hz", type=_hz, default=DEFAULT_REFRESH_HZ,
+                   help="screen repaints per second, whatever the snapshot rate (default "
+                        f"{DEFAULT_REFRESH_HZ:g})")
     p.add_argument("--rate", type=float, default=10.0,
                    help="snapshots per second asked of the server with --connect (default 10)")
     add_knob_flags(p)
     p.set_defaults(func=main)
+
+
+def _hz(text: str) -> float:
+    try:
+        hz = float(text)
+    except ValueError:
+        hz = 0.0
+    if not 0 < hz <= MAX_REFRESH_HZ:
+        raise argparse.ArgumentTypeError(f"--refresh-hz wants a number in (0, "
+                                         f"{MAX_REFRESH_HZ:g}], got {text!r}")
+    return hz
 
 
 def main(args: argparse.Namespace) -> int:

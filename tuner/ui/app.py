@@ -9,11 +9,12 @@ is what costs CPU, and in the embedded mode that CPU is the engine's.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, ClassVar
 
 from textual.app import App
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
+from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
 from tuner.ui.backend import Backend, BackendError, State
 from tuner.ui.commands import KnobCommands, PresetCommands
 from tuner.ui.history import History
@@ -23,9 +24,6 @@ from tuner.ui.screens.knobs import KnobsScreen
 from tuner.ui.screens.layers import LayersScreen
 from tuner.ui.screens.overview import OverviewScreen
 from tuner.ui.screens.presets import PresetsScreen
-
-DEFAULT_REFRESH_HZ = 3.0
-MAX_REFRESH_HZ = 30.0
 
 
 def painted_as(snap: dict[str, Any], link: str) -> tuple:
@@ -39,13 +37,13 @@ def painted_as(snap: dict[str, Any], link: str) -> tuple:
 class TunerApp(App[int]):
     CSS_PATH = "tuner.tcss"
     TITLE = "tuner"
-    MODES = {
+    MODES: ClassVar[dict[str, type[SnapshotScreen]]] = {
         "overview": OverviewScreen,
         "layers": LayersScreen,
         "knobs": KnobsScreen,
         "presets": PresetsScreen,
     }
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "switch_mode('overview')", "Overview"),
         Binding("2", "switch_mode('layers')", "Layers"),
         Binding("3", "switch_mode('knobs')", "Knobs"),

@@ -17,7 +17,8 @@ from typing import Any
 from tuner.control import Controller
 from tuner.engine.session import Session
 from tuner.settings import load, to_config
-from tuner.ui.app import DEFAULT_REFRESH_HZ, create_app
+from tuner.ui import DEFAULT_REFRESH_HZ
+from tuner.ui.app import create_app
 from tuner.ui.embedded import EmbeddedBackend
 
 

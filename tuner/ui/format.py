@@ -8,7 +8,7 @@ MISSING = "-"  # a figure the engine did not measure (nothing scored, no prefetc
 BINARY = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
-def figure(value: float | int | None, unit: str = "") -> str:
+def figure(value: float | None, unit: str = "") -> str:
     """A snapshot value as text, in the unit the engine counts it in."""
     if value is None:
         return MISSING

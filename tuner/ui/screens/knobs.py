@@ -12,7 +12,7 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import Label, Static
+from textual.widgets import Input, Label, Static
 
 from tuner.ui.backend import BackendError, Rejected
 from tuner.ui.screens.base import SnapshotScreen
@@ -65,6 +65,12 @@ class KnobsScreen(SnapshotScreen):
             event.field.show_problem(None)
             return
         self.submit({event.knob: event.value})
+
+    def on_input_blurred(self, event: Input.Blurred) -> None:
+        # Typed but never submitted: the field shows again what the engine runs.
+        field = event.input.parent
+        if isinstance(field, KnobField):
+            field.set_value(self.app.state["settings"].get(field.knob))
 
     def submit(self, changes: Mapping[str, Any]) -> None:
         self.run_worker(self._apply(dict(changes)), group="apply")

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.widgets import Static
+from textual.binding import Binding, BindingType
 
 from tuner.ui.format import figure
 from tuner.ui.screens.base import SnapshotScreen
-from tuner.ui.widgets.layer_table import LayerTable
+from tuner.ui.widgets.layer_table import ALL, LayerTable
+from tuner.ui.widgets.readout import Readout
 
 
 class LayersScreen(SnapshotScreen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("w", "toggle_window", "Window",
                 tooltip="counters over the sliding window or since the last reset"),
         Binding("s", "sort", "Sort", tooltip="sort by the cursor's column; again: reverse"),
+        Binding("c", "next_columns", "Columns",
+                tooltip="the next set of columns: by unit, then all of them"),
     ]
 
     def __init__(self, **kwargs: Any):
@@ -25,7 +27,7 @@ class LayersScreen(SnapshotScreen):
         self.windowed = True
 
     def compose_body(self) -> ComposeResult:
-        yield Static(id="layers-caption")
+        yield Readout(id="layers-caption")
         yield LayerTable(id="layers")
 
     def show(self, snap: dict[str, Any]) -> None:
@@ -37,15 +39,21 @@ class LayersScreen(SnapshotScreen):
         else:
             span = f"cumulative: {figure(snap['tokens'])} tokens"
             table.show(snap["layers"])
+        columns = ("all columns" if table.column_set == ALL
+                   else f"columns in {table.column_set}")
         order = "no sort"
         if table.sort_column:
             order = (f"sorted by {table.sort_column}, "
                      f"{'largest' if table.largest_first else 'smallest'} first")
-        self.query_one("#layers-caption", Static).update(
-            f"{span} · {order} · w: window/cumulative · s or a click on a header: sort")
+        self.query_one("#layers-caption", Readout).show_text(
+            f"{span} · {columns} · {order}")
 
     def action_toggle_window(self) -> None:
         self.windowed = not self.windowed
+        self.app.repaint(force=True)
+
+    def action_next_columns(self) -> None:
+        self.query_one(LayerTable).next_column_set()
         self.app.repaint(force=True)
 
     def action_sort(self) -> None:

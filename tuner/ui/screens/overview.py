@@ -7,12 +7,13 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
-from textual.widgets import Label, Static
+from textual.widgets import Label
 
 from tuner.engine.counters import PREDICTORS
 from tuner.ui.format import figure
 from tuner.ui.history import HEADLINES
 from tuner.ui.screens.base import SnapshotScreen
+from tuner.ui.widgets.readout import Readout
 from tuner.ui.widgets.trend import Trend
 
 RECENT_CHANGES = 5
@@ -30,9 +31,9 @@ class OverviewScreen(SnapshotScreen):
             for series in HEADLINES:
                 yield Trend(series, id=f"trend-{series.key}")
         with Horizontal(id="facts"):
-            yield Static(id="engine-facts", classes="facts")
-            yield Static(id="predictor-facts", classes="facts")
-        yield Static(id="changes", classes="facts")
+            yield Readout(id="engine-facts", classes="facts")
+            yield Readout(id="predictor-facts", classes="facts")
+        yield Readout(id="changes", classes="facts")
 
     def show(self, snap: dict[str, Any]) -> None:
         window, cumulative = snap["window"]["totals"], snap["totals"]
@@ -40,9 +41,9 @@ class OverviewScreen(SnapshotScreen):
         for series in HEADLINES:
             self.query_one(f"#trend-{series.key}", Trend).show(
                 window.get(series.key), cumulative.get(series.key), points[series.key])
-        self.query_one("#engine-facts", Static).update(engine_facts(snap))
-        self.query_one("#predictor-facts", Static).update(predictor_facts(snap))
-        self.query_one("#changes", Static).update(changes(snap))
+        self.query_one("#engine-facts", Readout).show_text(engine_facts(snap))
+        self.query_one("#predictor-facts", Readout).show_text(predictor_facts(snap))
+        self.query_one("#changes", Readout).show_text(changes(snap))
 
 
 def _rows(title: str, rows: list[tuple[str, str]]) -> str:
@@ -57,8 +58,7 @@ def engine_facts(snap: dict[str, Any]) -> str:
         ("model", f"{escape(model['name'])} ({escape(model['arch'])})"),
         ("expert size", figure(model["expert_bytes"], "bytes")),
         ("arena", f"{figure(arena['slots'])} slots, {figure(arena['bytes'], 'bytes')}"),
-        ("tokens", f"{figure(snap['tokens'])} in {figure(snap['conversations'])} "
-                   "conversations"),
+        ("tokens", f"{figure(snap['tokens'])} in {figure(snap['conversations'])} conversations"),
         ("tok/s", f"{figure(w['tok_s'])} window, {figure(t['tok_s'])} cumulative"),
         ("read GB/s", f"{figure(w['read_gbps'])} window, {figure(t['read_gbps'])} cumulative"),
         ("spec bytes/token", figure(w["spec_bytes_per_token"], "bytes")),
@@ -70,8 +70,8 @@ def engine_facts(snap: dict[str, Any]) -> str:
 
 def predictor_facts(snap: dict[str, Any]) -> str:
     w = snap["window"]["totals"]
-    rows = [(p, f"{figure(w[f'{p}_pct'], '%')} % of slots, "
-                f"{figure(w[f'{p}_whole_pct'], '%')} % whole routings")
+    rows = [(p, (f"{figure(w[f'{p}_pct'], '%')} % of slots, "
+                 f"{figure(w[f'{p}_whole_pct'], '%')} % whole routings"))
             for p in PREDICTORS]
     return _rows("predictors (window)", rows)
 

@@ -4,10 +4,10 @@ and save the current settings as a new one."""
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
 from tuner.ui.backend import BackendError
@@ -20,7 +20,7 @@ def knob_summary(knobs: dict[str, Any]) -> str:
 
 
 class PresetsScreen(SnapshotScreen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "apply", "Apply", tooltip="apply the selected preset"),
         Binding("d", "diff", "Diff",
                 tooltip="what the selected preset would change (also enter)"),

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from textual.markup import escape
-from textual.widgets import Static
 
 from tuner.ui.format import figure
+from tuner.ui.widgets.readout import Readout
 
 STATE_COLOURS = {"running": "$success", "paused": "$warning", "error": "$error"}
 
 
-class StatusLine(Static):
+class StatusLine(Readout):
     def show(self, snap: dict[str, Any], where: str, link: str) -> None:
         state = snap["state"]
         model = snap["model"]
@@ -23,8 +23,8 @@ class StatusLine(Static):
         parts = [
             f"[b {STATE_COLOURS.get(state, '$foreground')}]● {escape(state)}[/]",
             version,
-            f"{escape(model['name'])} · {model['layers']} layers × {model['experts']} experts"
-            f" · top-{model['top_k']}",
+            (f"{escape(model['name'])} · {model['layers']} layers × {model['experts']} experts"
+             f" · top-{model['top_k']}"),
             escape(snap["device"]),
             f"arena {figure(arena['slots'])} slots {escape(arena['policy'])}",
             f"{figure(snap['tokens'])} tokens",
@@ -33,10 +33,10 @@ class StatusLine(Static):
         line = " │ ".join(parts)
         if snap.get("error"):
             line += f"\n[$error]{escape(snap['error'])}[/]"
-        self.update(line)
+        self.show_text(line)
 
     def waiting(self, where: str, link: str) -> None:
-        self.update(f"waiting for the first snapshot │ {self._where(where, link)}")
+        self.show_text(f"waiting for the first snapshot │ {self._where(where, link)}")
 
     @staticmethod
     def _where(where: str, link: str) -> str:

@@ -10,6 +10,7 @@ from textual.widgets import Label, Sparkline
 
 from tuner.ui.format import figure
 from tuner.ui.history import Series
+from tuner.ui.widgets.readout import Readout
 
 
 class Trend(Horizontal):
@@ -19,13 +20,13 @@ class Trend(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label(self.series.label, classes="trend-label")
-        yield Label("-", classes="trend-window")
-        yield Label("-", classes="trend-cumulative")
+        yield Readout("-", classes="trend-window")
+        yield Readout("-", classes="trend-cumulative")
         yield Sparkline([], classes="trend-spark")
 
     def show(self, window: float | None, cumulative: float | None,
              points: Sequence[float]) -> None:
         unit = self.series.unit
-        self.query_one(".trend-window", Label).update(figure(window, unit))
-        self.query_one(".trend-cumulative", Label).update(figure(cumulative, unit))
+        self.query_one(".trend-window", Readout).show_text(figure(window, unit))
+        self.query_one(".trend-cumulative", Readout).show_text(figure(cumulative, unit))
         self.query_one(Sparkline).data = list(points)
