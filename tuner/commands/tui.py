@@ -71,7 +71,10 @@ def _embedded(args: argparse.Namespace) -> int:
     if not settings.model:
         print("tuner tui: loading the embedded demo model (made on first use)...",
               file=sys.stderr)
-    session = Session(to_config(settings))
+    try:
+        session = Session(to_config(settings))
+    except (OSError, ValueError) as err:  # a missing or unreadable model folder
+        raise SystemExit(f"tuner tui: {err}") from None
     session.start()
     try:
         app = create_app(EmbeddedBackend(Controller(session, settings)),
