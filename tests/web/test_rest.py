@@ -128,7 +128,8 @@ def test_metrics_has_every_counter_per_layer(live):
 
 def test_token_is_required_everywhere(controller):
     for live in serve(controller, token="s3cret"):
-        for path in ("/api/knobs", "/api/settings", "/api/snapshot", "/api/presets", "/metrics"):
+        for path in ("/api/knobs", "/api/settings", "/api/snapshot", "/api/presets", "/metrics",
+                     "/openapi.json"):
             r = httpx.get(f"{live.url}{path}")
             assert r.status_code == 401, path
             assert "token" in r.json()["detail"]

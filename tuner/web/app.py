@@ -34,9 +34,12 @@ def create_app(controller: Controller, token: str | None = None, *,
             yield
             tg.cancel_scope.cancel()
 
+    # No /docs pages: they load their scripts from the internet. The schema is served
+    # below, behind the token like every other call.
     app = FastAPI(title="tuner", version=__version__, lifespan=lifespan,
                   description="Live control of a MoE expert-streaming engine: knobs, "
-                              "settings, presets, counters.", responses=COMMON)
+                              "settings, presets, counters.", responses=COMMON,
+                  openapi_url=None, docs_url=None, redoc_url=None)
     app.state.controller = controller
     app.state.token = token
     app.state.hub = hub
@@ -49,6 +52,11 @@ def create_app(controller: Controller, token: str | None = None, *,
     # secret, so served without the token (a browser fetches them without headers).
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.openapi = lambda: _openapi(app)
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
+    def openapi() -> dict:
+        return app.openapi()
+
     return app
 
 

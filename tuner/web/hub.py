@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -17,6 +18,8 @@ from functools import cached_property
 from typing import Any
 
 import anyio
+
+log = logging.getLogger(__name__)
 
 MIN_RATE, MAX_RATE, DEFAULT_RATE = 0.5, 30.0, 10.0
 
@@ -133,7 +136,11 @@ class Hub:
                 continue
             started = time.monotonic()
             period = 1.0 / max(o.rate for o in self._outboxes)
-            frame = await self.snapshot()
-            for outbox in list(self._outboxes):
-                outbox.offer(frame)
+            try:
+                frame = await self.snapshot()
+            except Exception:  # one bad snapshot must not end the stream for everyone
+                log.exception("snapshot failed; trying again next period")
+            else:
+                for outbox in list(self._outboxes):
+                    outbox.offer(frame)
             await anyio.sleep(max(0.0, period - (time.monotonic() - started)))
