@@ -124,7 +124,7 @@ def test_serve_refuses_other_hosts_without_a_token():
 
 
 def test_serve_runs_the_engine_behind_the_api(tiny_overrides):
-    from tests.web.live import listening_socket
+    from tuner.web.local import listening_socket
 
     with listening_socket() as sock:
         port = sock.getsockname()[1]

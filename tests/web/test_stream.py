@@ -180,7 +180,7 @@ def test_stalled_client_slows_nobody(controller):
     rate, timeout = 30, seconds  # the stalled client stays connected while measured
     runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     for live in serve(controller, send_buffer=16384, send_timeout=timeout):
-        hub = live.server.config.app.state.hub
+        hub = live.app.state.hub
         for stalled in (False, True, False, True, False):
             if not stalled:
                 runs[False].append(measure(live, seconds, rate))
@@ -246,4 +246,4 @@ def test_twenty_clients(live):
           f"{early:.0f}, max late {late:.0f})")
     assert min(counts) >= 0.7 * rate * seconds
     assert late - early < 32  # no growth beyond a bound once every client is connected
-    assert live.server.config.app.state.hub.clients == 0
+    assert live.app.state.hub.clients == 0

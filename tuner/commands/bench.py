@@ -8,14 +8,14 @@ from tuner.cli import add_knob_flags, print_json, settings_from_args
 from tuner.measure import bench
 from tuner.settings import to_config
 
-SECTIONS = ("read", "machinery", "link", "sites", "peer")
+SECTIONS = ("read", "machinery", "telemetry", "link", "sites", "peer")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure the engine against the machine's limits")
-    p.add_argument("--only", default="read,machinery,link",
+    p.add_argument("--only", default="read,machinery,telemetry,link",
                    help=f"comma-separated sections of {', '.join(SECTIONS)} (default "
-                        "read,machinery,link; link needs a GPU; sites emulates the "
+                        "read,machinery,telemetry,link; link needs a GPU; sites emulates the "
                         "link_gbps and cpu_gbps of a preset such as seed002-x4, or runs the "
                         "real sites when both are 0; peer needs transformers and accelerate)")
     p.add_argument("--tokens", type=int, default=64, help="tokens per measurement")
@@ -40,6 +40,10 @@ def main(args: argparse.Namespace) -> int:
         out["read"] = bench.read_bandwidth(cfg, args.tokens)
     if "machinery" in sections:
         out["machinery"] = bench.machinery(cfg, args.tokens)
+    if "telemetry" in sections:
+        from tuner.measure.telemetry import telemetry
+
+        out["telemetry"] = telemetry(cfg)
     if "link" in sections:
         out["link"] = bench.link_bandwidth(cfg, args.tokens)
     if "peer" in sections:
@@ -67,6 +71,12 @@ def _print(out: dict) -> None:
         print(f"(b) machinery: arena, every lookup a hit ({r['hit_rate']} %), "
               f"{r['arena_ms_per_token']} ms/token / fully resident "
               f"{r['resident_ms_per_token']} ms/token = {r['ratio']}")
+    if "telemetry" in out:
+        r = out["telemetry"]
+        print(f"(c) telemetry: {r['tok_s_with']} tok/s with {r['clients']} websocket clients "
+              f"at {r['rate']}/s / {r['tok_s_without']} tok/s without = {r['ratio']} "
+              f"({r['updates_per_client_s']} updates per client a second, "
+              f"{len(r['errors'])} errors)")
     if "link" in out:
         r = out["link"]
         print(f"(d) link: {r['skipped']}" if "skipped" in r else

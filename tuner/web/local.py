@@ -1,0 +1,46 @@
+"""The server in a background thread on a loopback port, for benchmarks and tests."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from fastapi import FastAPI
+
+
+def listening_socket(send_buffer: int | None = None, port: int = 0) -> socket.socket:
+    """A loopback socket (on a free port unless `port` is given). Accepted connections
+    inherit `send_buffer`; a small one makes a client that stops reading back up the server
+    within a few frames."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart on the same port
+    if send_buffer:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(64)
+    return sock
+
+
+@contextmanager
+def serve_in_thread(app: FastAPI, sock: socket.socket | None = None) -> Iterator[str]:
+    """Runs `app` on uvicorn in a daemon thread; yields its base URL once it accepts."""
+    sock = sock or listening_socket()
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=64 * 1024))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
