@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "tuner.commands.run",
     "tuner.commands.model",
     "tuner.commands.knobs",
+    "tuner.commands.bench",
     "tuner.commands.ab",
     "tuner.commands.trace",
     "tuner.commands.replay",
@@ -51,6 +52,23 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     cli: dict[str, Any] = {k.name: getattr(args, f"knob_{k.name}") for k in KNOBS
                            if getattr(args, f"knob_{k.name}", None) is not None}
     return load(preset=preset, cli=cli)
+
+
+def int_list(what: str, minimum: int):
+    """An argparse type for comma-separated integers such as 1,2,3, each >= minimum."""
+
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(t) for t in text.split(",") if t.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {what} as comma-separated integers like 1,2,3, got {text!r}"
+            ) from None
+        if not values or min(values) < minimum:
+            raise argparse.ArgumentTypeError(f"{what}: one or more integers >= {minimum}")
+        return values
+
+    return parse
 
 
 def print_json(obj: Any) -> None:

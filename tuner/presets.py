@@ -23,7 +23,7 @@ import re
 import tempfile
 import tomllib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ def check_name(name: str) -> str:
 def _line_of(text: str, key: str) -> int | None:
     """Line of `key = ...` or of the table header `[key]`."""
     k = re.escape(key)
-    m = re.search(rf"^\s*(?:[\"']?{k}[\"']?\s*=|\[\s*{k}\s*\])", text, re.M)
+    m = re.search(rf"^\s*(?:[\"']?{k}[\"']?\s*=|\[\s*{k}\s*\])", text, re.MULTILINE)
     return text.count("\n", 0, m.start()) + 1 if m else None
 
 
@@ -175,7 +175,7 @@ class Store:
              based_on: str | None = None) -> Preset:
         check_name(name)
         meta = {"name": name, "description": description,
-                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "created": datetime.now(UTC).isoformat(timespec="seconds"),
                 "engine_version": __version__}
         if based_on:
             meta["based_on"] = based_on

@@ -111,7 +111,8 @@ def env_values() -> dict[str, Any]:
     envs = {k.env for k in KNOBS}
     unknown = sorted(k for k in os.environ if k.startswith("STRATA_") and k not in envs)
     if unknown:
-        raise SettingsError({k: f"unknown environment knob {k!r}; see `tuner knobs`" for k in unknown})
+        raise SettingsError({k: f"unknown environment knob {k!r}; see `tuner knobs`"
+                             for k in unknown})
     try:
         layer = EnvLayer()
     except ValidationError as err:

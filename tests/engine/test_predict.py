@@ -16,7 +16,10 @@ def test_route_consistent_prediction_asks_for_fewer_missing_experts():
     raw = predict(Config(prefetch="stale", moce_bonus=0.85), k, None, z, lambda: resident)
     route = predict(Config(prefetch="stale", moce_bonus=0.85, prefetch_route=True), k, None,
                     z, lambda: resident)
-    missing = lambda guess: {e for e in guess if not resident[e]}  # noqa: E731
+
+    def missing(guess: list[int]) -> set[int]:
+        return {e for e in guess if not resident[e]}
+
     assert missing(raw) == {0, 1, 2, 3, 4, 5}
     assert missing(route) == {0, 1, 2}
 

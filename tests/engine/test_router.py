@@ -29,7 +29,7 @@ def reference(z: np.ndarray, resident: np.ndarray, k: int, protect: int, bonus: 
 
 
 @pytest.mark.parametrize("r1", [0.0, 0.4])
-@pytest.mark.parametrize("protect", range(0, 9))
+@pytest.mark.parametrize("protect", range(9))
 def test_moce_matches_reference(protect, r1):
     rng = np.random.default_rng(protect * 10 + int(r1 * 10))
     k, E = 8, 64

@@ -123,6 +123,6 @@ def test_corrupt_user_preset_is_listed_not_fatal(tuner_home):
 
 def test_readme_knob_table_is_current():
     text = README.read_text()
-    m = re.search(r"<!-- knobs:begin -->\n(.*?)<!-- knobs:end -->", text, re.S)
+    m = re.search(r"<!-- knobs:begin -->\n(.*?)<!-- knobs:end -->", text, re.DOTALL)
     assert m, "README.md lacks the knob table markers"
     assert m.group(1) == markdown(), "README knob table is stale: run `tuner knobs --markdown`"

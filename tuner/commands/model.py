@@ -41,6 +41,11 @@ def _make(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dash(v: float | None) -> str:
+    """A predictor with nothing scored shows -, never 0."""
+    return "-" if v is None else f"{v:.1f}"
+
+
 def _stats(args: argparse.Namespace) -> int:
     session = Session(to_config(settings_from_args(args)))
     try:
@@ -58,9 +63,8 @@ def _stats(args: argparse.Namespace) -> int:
           f"({t['ctrl_whole_pct']} %); top-10 % experts take {t['top10_share']} % of routings")
     print(f"{'layer':>5} {'stale':>6} {'prev':>6} {'ctrl':>6} {'routings':>9} "
           f"{'top10%':>7} {'max/mean':>9}")
-    dash = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
     for r in stats["layers"]:
-        print(f"{r['layer']:>5} {dash(r['stale_pct']):>6} {dash(r['prev_pct']):>6} "
-              f"{dash(r['ctrl_pct']):>6} {r['routings']:>9} {r['top10_share']:>7.1f} "
+        print(f"{r['layer']:>5} {_dash(r['stale_pct']):>6} {_dash(r['prev_pct']):>6} "
+              f"{_dash(r['ctrl_pct']):>6} {r['routings']:>9} {r['top10_share']:>7.1f} "
               f"{r['max_over_mean']:>9.2f}")
     return 0

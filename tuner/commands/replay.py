@@ -7,8 +7,8 @@ import argparse
 from itertools import pairwise
 from pathlib import Path
 
-from tuner.cli import print_json
-from tuner.commands.trace import reporting_trace_errors, slot_list
+from tuner.cli import int_list, print_json
+from tuner.commands.trace import reporting_trace_errors
 from tuner.traces import format as trace_format
 from tuner.traces.format import Trace, TraceError
 from tuner.traces.replay import POLICY_NAMES, replay, report, sweep, sweep_report, sweep_sizes
@@ -25,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "arena the trace was recorded with)")
     p.add_argument("--sweep", action="store_true", help="hit curves per layer over arena "
                    "sizes around --slots and the hits each added slot buys")
-    p.add_argument("--sizes", type=slot_list, help="the sweep's arena sizes, e.g. 64,128,256 "
-                   "(implies --sweep)")
+    p.add_argument("--sizes", type=int_list("arena sizes", 1),
+                   help="the sweep's arena sizes, e.g. 64,128,256 (implies --sweep)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=main)
 

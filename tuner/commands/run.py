@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.cli import add_knob_flags, int_list, print_json, settings_from_args
 from tuner.engine.session import Session
 from tuner.settings import to_config
 
@@ -14,21 +14,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokens", type=int, default=128, help="tokens to decode (default 128)")
     p.add_argument("--json", action="store_true", help="print the whole snapshot as JSON")
     prompt = p.add_mutually_exclusive_group()
-    prompt.add_argument("--prompt-ids", type=_ids, help="comma-separated prompt token ids "
-                        "(default: the built-in corpus)")
+    prompt.add_argument("--prompt-ids", type=int_list("prompt ids", 0),
+                        help="comma-separated prompt token ids (default: the built-in corpus)")
     prompt.add_argument("--prompt", help="prompt text (the model needs a tokenizer.json)")
     add_knob_flags(p)
     p.set_defaults(func=main)
-
-
-def _ids(text: str) -> list[int]:
-    try:
-        ids = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--prompt-ids wants integers like 1,2,3, got {text!r}")
-    if not ids or min(ids) < 0:
-        raise argparse.ArgumentTypeError("--prompt-ids wants one or more ids >= 0")
-    return ids
 
 
 def main(args: argparse.Namespace) -> int:
@@ -38,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         session = Session(to_config(settings), prompt_ids=args.prompt_ids, prompt=args.prompt)
     except ValueError as err:
-        raise SystemExit(f"tuner run: {err}")
+        raise SystemExit(f"tuner run: {err}") from None
     vocab = session.ckpt.config.vocab_size
     if args.prompt_ids and max(args.prompt_ids) >= vocab:
         raise SystemExit(f"tuner run: --prompt-ids must be < {vocab} (the model's vocabulary)")

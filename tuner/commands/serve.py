@@ -56,7 +56,8 @@ def main(args: argparse.Namespace) -> int:
         sock = socket.create_server((args.host, args.port),
                                     family=socket.AF_INET6 if ipv6 else socket.AF_INET)
     except OSError as err:
-        raise SystemExit(f"tuner serve: cannot listen on {args.host}:{args.port}: {err}")
+        raise SystemExit(f"tuner serve: cannot listen on {args.host}:{args.port}: {err}") \
+            from None
     session = Session(to_config(settings))
     session.start()
     try:

@@ -7,7 +7,7 @@ import functools
 import sys
 from pathlib import Path
 
-from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.cli import add_knob_flags, int_list, print_json, settings_from_args
 from tuner.settings import to_config
 from tuner.traces import format as trace_format
 from tuner.traces.format import TraceError
@@ -28,16 +28,6 @@ def reporting_trace_errors(func):
             return 2
 
     return wrapper
-
-
-def slot_list(text: str) -> list[int]:
-    try:
-        sizes = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected arena sizes like 16,32,64, got {text!r}")
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError("arena sizes are integers >= 1")
-    return sizes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     st = tsub.add_parser("stats", help="per layer: popularity skew, prev-token overlap, LRU "
                          "hit curve")
     st.add_argument("file", type=Path)
-    st.add_argument("--slots", type=slot_list, help="arena sizes of the LRU hit curve "
+    st.add_argument("--slots", type=int_list("arena sizes", 1),
+                    help="arena sizes of the LRU hit curve "
                     "(default: 5, 10, 20 and 40 %% of the layer-expert pairs)")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=_stats)

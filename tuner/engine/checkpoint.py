@@ -112,7 +112,8 @@ class Checkpoint:
         """File extents of one expert, merged where they are contiguous."""
         out: list[Extent] = []
         for p in self.parts:
-            path, off, length, dtype, shape = self._where[self.config.expert_key(layer, expert, p.name)]
+            key = self.config.expert_key(layer, expert, p.name)
+            path, off, length, dtype, shape = self._where[key]
             if (dtype, shape) != (p.dtype, p.shape):
                 raise ValueError(f"expert ({layer}, {expert}) {p.name}: {dtype} {shape} differs "
                                  f"from expert (0, 0): {p.dtype} {p.shape}")

@@ -78,7 +78,7 @@ class ModelConfig:
         return f"model.layers.{layer}.{self.spec.moe}.gate.weight"
 
     @classmethod
-    def from_hf(cls, cfg: dict) -> "ModelConfig":
+    def from_hf(cls, cfg: dict) -> ModelConfig:
         arch = cfg.get("model_type", "?")
         if arch not in ARCHS:
             raise ValueError(f"unsupported model_type {arch!r}; supported: "
@@ -110,7 +110,7 @@ class ModelConfig:
         )
 
     @classmethod
-    def read(cls, folder: Path) -> "ModelConfig":
+    def read(cls, folder: Path) -> ModelConfig:
         path = Path(folder) / "config.json"
         if not path.is_file():
             raise FileNotFoundError(f"{path} is missing; a model folder needs config.json")

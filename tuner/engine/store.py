@@ -52,7 +52,7 @@ class Timeline:
 
 @dataclass(eq=False)
 class Piece:
-    read: "Read"
+    read: Read
     path: str
     offset: int
     length: int

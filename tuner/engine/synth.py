@@ -123,7 +123,8 @@ def layer_weights(r: Recipe, layer: int, mu_hat: torch.Tensor) -> dict[str, torc
         p + "self_attn.q_proj.weight": _randn(g, H * Dh, D, scale=1 / math.sqrt(D)),
         p + "self_attn.k_proj.weight": _randn(g, G * Dh, D, scale=1 / math.sqrt(D)),
         p + "self_attn.v_proj.weight": _randn(g, G * Dh, D, scale=1 / math.sqrt(D)),
-        p + "self_attn.o_proj.weight": _randn(g, D, H * Dh, scale=boost * r.attn_out / math.sqrt(H * Dh)),
+        p + "self_attn.o_proj.weight": _randn(g, D, H * Dh,
+                                              scale=boost * r.attn_out / math.sqrt(H * Dh)),
         p + "self_attn.q_norm.weight": torch.ones(Dh),
         p + "self_attn.k_norm.weight": torch.ones(Dh),
         p + "mlp.gate.weight": router * r.router_gain,
@@ -132,7 +133,8 @@ def layer_weights(r: Recipe, layer: int, mu_hat: torch.Tensor) -> dict[str, torc
     for e in range(E):
         w[expert_key(layer, e, "gate")] = _randn(g, I, D, scale=1 / math.sqrt(D))
         w[expert_key(layer, e, "up")] = _randn(g, I, D, scale=1 / math.sqrt(D))
-        w[expert_key(layer, e, "down")] = _randn(g, D, I, scale=boost * r.expert_out / math.sqrt(I))
+        w[expert_key(layer, e, "down")] = _randn(g, D, I,
+                                                 scale=boost * r.expert_out / math.sqrt(I))
     return w
 
 

@@ -16,8 +16,8 @@ import torch
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.counters import IDX
 from tuner.engine.decode import Engine, arena_slots
-from tuner.engine.reference import Resident
 from tuner.engine.model import expert_out
+from tuner.engine.reference import Resident
 from tuner.engine.session import Session, model_folder, pick_device
 from tuner.engine.store import ReadPool
 from tuner.engine.tiers import HostCopy

@@ -22,7 +22,8 @@ def default_sizes(trace: Trace) -> list[int]:
     return sorted({max(trace.top_k, round(pairs * s)) for s in ARENA_SHARES})
 
 
-def prev_overlap(rows: list[list[list[int]]], layer: int, starts: set[int]) -> tuple[int, int, int, int]:
+def prev_overlap(rows: list[list[list[int]]], layer: int, starts: set[int]
+                 ) -> tuple[int, int, int, int]:
     """(routings scored, routed experts scored, experts the previous token's routing named,
     routings it named whole) at one layer."""
     scored = routed = named = whole = 0

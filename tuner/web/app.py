@@ -15,10 +15,10 @@ from tuner.web import errors
 from tuner.web.deps import require_token
 from tuner.web.hub import Hub
 from tuner.web.limits import BodyLimit
+from tuner.web.routes import dashboard, metrics, presets, session, settings, stream
 from tuner.web.schemas import COMMON
 
 STATIC = Path(__file__).resolve().parent / "static"
-from tuner.web.routes import dashboard, metrics, presets, session, settings, stream
 
 
 def create_app(controller: Controller, token: str | None = None, *,
