@@ -10,6 +10,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -99,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # output piped into head or similar: not an error
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (silences the flush at exit)
+        return 0
 
 
 if __name__ == "__main__":
