@@ -84,3 +84,12 @@ def test_formatting_and_heat():
     assert fmt(3 * 2**20, "bytes") == "3.0 MiB" and fmt(512, "bytes") == "512"
     assert heat([0, 5, 10, None]) == [0, HEAT_LEVELS // 2, HEAT_LEVELS - 1, None]
     assert heat([4, 4]) == [0, 0] and heat([None]) == [None]
+
+
+def test_the_conversation_is_shown_as_text(live):
+    live.wait_tokens(3)
+    html = PageView(lambda settings: "", None).render(live.session.snapshot())
+    text = live.session.snapshot()["text"]
+    assert '<div id="text">' in html and html_escape(text["prompt"]) in html
+    snap = dict(live.session.snapshot(), text=None)
+    assert "no tokenizer.json" in PageView(lambda settings: "", None).render(snap)

@@ -98,6 +98,14 @@ def status_html(snapshot: dict[str, Any], view: str) -> str:
                    for k, v in fields.items())
 
 
+def text_html(text: dict[str, Any] | None) -> str:
+    """The current conversation, when the model has a tokenizer."""
+    if text is None:
+        return '<div id="text" class="none">this model has no tokenizer.json: no text</div>'
+    return (f'<div id="text"><p><b>prompt</b> {escape(text["prompt"])}</p>'
+            f'<p><b>output</b> {escape(text["output"])}</p></div>')
+
+
 def chart_point_html(snapshot: dict[str, Any]) -> str:
     totals = snapshot["window"]["totals"]
     point = {"tokens": snapshot["tokens"], "seq": snapshot["seq"], "sent": time.time(),
@@ -123,7 +131,8 @@ class PageView:
             self.view = view
 
     def render(self, snapshot: dict[str, Any]) -> str:
-        parts = [table_html(layer_rows(snapshot, self.view)), status_html(snapshot, self.view)]
+        parts = [table_html(layer_rows(snapshot, self.view)), status_html(snapshot, self.view),
+                 text_html(snapshot.get("text"))]
         changes = snapshot["changes"]
         latest_change = changes[-1]["version"] if changes else 0
         if latest_change != self._sent_changes:
