@@ -86,7 +86,8 @@ class TunerApp(App[int]):
     # -- painting ----------------------------------------------------------------------
     def repaint(self, force: bool = False) -> None:
         """Paints the visible screen with the newest snapshot (latest wins)."""
-        screen = self.screen
+        # A screen is painted once it is mounted; a mode's screen is built on first use.
+        screen = self.screen if self.screen.is_mounted else None
         snap = self.backend.latest()
         if snap is None:
             if isinstance(screen, SnapshotScreen):

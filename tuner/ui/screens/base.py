@@ -39,10 +39,10 @@ class SnapshotScreen(Screen):
         self.query_one(StatusLine).waiting(backend.where, backend.link)
 
     def on_mount(self) -> None:
-        self.app.repaint(force=True)
+        # Queued: the screen counts as mounted once its mount handlers have all run.
+        self.call_later(self.app.repaint, True)
 
     def on_screen_resume(self) -> None:
-        # The first resume can come before the screen's widgets are mounted; on_mount
-        # paints that time.
+        # The first resume can come before the screen is mounted; on_mount paints then.
         if self.is_mounted:
             self.app.repaint(force=True)

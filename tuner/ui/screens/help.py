@@ -44,7 +44,9 @@ def column_table() -> Table:
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark,f1", "dismiss", "Close"),
+    ]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help", classes="dialog"):
