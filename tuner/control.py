@@ -86,6 +86,7 @@ class Controller:
 
     def diff(self, a: str, b: str | None = None) -> list[dict[str, Any]]:
         """Knobs that differ between preset `a` and preset `b` (or the current settings)."""
-        sa = self.store.get(a).settings()
-        sb = self.store.get(b).settings() if b else self.settings
+        base = session_base(self.settings)  # what apply_preset starts from
+        sa = self.store.get(a).settings(base)
+        sb = self.store.get(b).settings(base) if b else self.settings
         return knob_diff(sa, sb)

@@ -25,6 +25,8 @@ def test_round_trip_gives_back_exactly_the_same_settings(live):
 
     httpx.post(f"{api}/baseline/apply").raise_for_status()
     assert live.controller.settings != saved_settings
+    # applying keeps the session's model, so the model is no difference to report
+    assert [r["knob"] for r in httpx.get(f"{api}/2q/diff").json()] == ["decode_2q"]
     rows = httpx.get(f"{api}/mine/diff", params={"against": "baseline"}).json()
     assert {r["knob"]: (r["a"], r["b"]) for r in rows if r["knob"] in tuned} == {
         "moce_bonus": (0.85, 0.0), "prefetch": ("stale", "off"), "decode_2q": (True, False),
