@@ -34,6 +34,7 @@ class OverviewScreen(SnapshotScreen):
             yield Readout(id="engine-facts", classes="facts")
             yield Readout(id="predictor-facts", classes="facts")
         yield Readout(id="changes", classes="facts")
+        yield Readout(id="text", classes="facts")
 
     def show(self, snap: dict[str, Any]) -> None:
         window, cumulative = snap["window"]["totals"], snap["totals"]
@@ -44,6 +45,7 @@ class OverviewScreen(SnapshotScreen):
         self.query_one("#engine-facts", Readout).show_text(engine_facts(snap))
         self.query_one("#predictor-facts", Readout).show_text(predictor_facts(snap))
         self.query_one("#changes", Readout).show_text(changes(snap))
+        self.query_one("#text", Readout).show_text(conversation(snap))
 
 
 def _rows(title: str, rows: list[tuple[str, str]]) -> str:
@@ -81,9 +83,23 @@ def changes(snap: dict[str, Any]) -> str:
     for change in snap["changes"][-RECENT_CHANGES:][::-1]:
         what = ", ".join(f"{k} {a!r} → {b!r}" for k, (a, b) in change["changed"].items())
         rebuilt = " (rebuilt)" if change["rebuilt"] else ""
+        if change.get("rejected"):
+            rebuilt = f" (rejected, kept the running engine: {change['rejected']})"
         lines.append(f"v{change['version']} at token {change['token']}: "
                      f"{escape(what) or 'no change'}{rebuilt}")
     if len(lines) == 1:
         lines.append("none yet")
     lines += [f"[$warning]note: {escape(note)}[/]" for note in snap["notes"]]
     return "\n".join(lines)
+
+
+TEXT_CHARS = 400  # the tail of the output that fits a few lines
+
+
+def conversation(snap: dict[str, Any]) -> str:
+    text = snap.get("text")
+    if text is None:
+        return "[b]text[/]\nthis model has no tokenizer.json: no text"
+    output = text["output"][-TEXT_CHARS:]
+    return (f"[b]text[/] (conversation {text['conversation']})\n"
+            f"[dim]prompt[/] {escape(text['prompt'])}\n[dim]output[/] {escape(output)}")
