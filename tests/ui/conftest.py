@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import pytest
-import uvicorn
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, WebSocket, WebSocketDisconnect
 
 from tuner.control import Controller
@@ -28,6 +25,7 @@ from tuner.settings import SettingsError, load, to_config
 from tuner.ui.backend import Backend
 from tuner.ui.embedded import EmbeddedBackend
 from tuner.ui.remote import RemoteBackend
+from tuner.web.local import serve_in_thread
 
 TOKEN = "t0ken"
 
@@ -128,34 +126,9 @@ def stand_in_server(controller: Controller, token: str | None = None) -> FastAPI
     return app
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """`app` behind uvicorn on a free loopback port, in a daemon thread; yields its URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
 @pytest.fixture
 def remote_url(controller) -> Iterator[str]:
-    with serving(stand_in_server(controller, TOKEN)) as url:
+    with serve_in_thread(stand_in_server(controller, TOKEN)) as url:
         yield url
 
 
@@ -168,7 +141,7 @@ def remote(remote_url) -> RemoteBackend:
 def served(controller) -> Iterator[RemoteBackend]:
     """The remote backend against the real `tuner serve` app."""
     web = pytest.importorskip("tuner.web.app")
-    with serving(web.create_app(controller, TOKEN)) as url:
+    with serve_in_thread(web.create_app(controller, TOKEN)) as url:
         yield RemoteBackend(url, token=TOKEN, rate=20)
 
 

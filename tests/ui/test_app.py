@@ -9,7 +9,7 @@ import pytest
 from textual.command import CommandPalette
 from textual.widgets import DataTable, Input, Static
 
-from tests.ui.conftest import free_port, until
+from tests.ui.conftest import until
 from tuner.settings import SettingsError, apply
 from tuner.ui.app import create_app
 from tuner.ui.remote import RemoteBackend
@@ -18,6 +18,7 @@ from tuner.ui.screens.knobs import KnobsScreen
 from tuner.ui.widgets.knob_field import KnobField
 from tuner.ui.widgets.layer_table import LayerTable
 from tuner.ui.widgets.readout import Readout
+from tuner.web.local import listening_socket
 
 pytestmark = pytest.mark.anyio
 SIZE = (140, 44)
@@ -236,7 +237,9 @@ async def test_the_remote_app_shows_the_same_screens(remote, controller):
 
 
 async def test_an_unreachable_server_ends_the_app_with_a_message():
-    app = create_app(RemoteBackend(f"http://127.0.0.1:{free_port()}"))
+    with listening_socket() as sock:  # a port nobody listens on once it is closed
+        port = sock.getsockname()[1]
+    app = create_app(RemoteBackend(f"http://127.0.0.1:{port}"))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
     assert app.return_code == 1

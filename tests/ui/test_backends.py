@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ui.conftest import following, serving, stand_in_server, until
+from tests.ui.conftest import following, stand_in_server, until
 from tuner.knobs import KNOBS
 from tuner.settings import SettingsError, apply
 from tuner.ui.backend import BackendError, Rejected
 from tuner.ui.remote import RemoteBackend, websocket_url
+from tuner.web.local import serve_in_thread
 
 pytestmark = pytest.mark.anyio
 
@@ -109,7 +110,7 @@ async def test_remote_without_the_token_is_refused(remote_url):
 
 
 async def test_remote_server_gone_is_reported_not_fatal(controller):
-    with serving(stand_in_server(controller)) as url:
+    with serve_in_thread(stand_in_server(controller)) as url:
         backend = RemoteBackend(url)
         async with following(backend):
             await until(backend.latest)

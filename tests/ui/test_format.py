@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tuner.ui.format import MISSING, figure, levels
+from tuner.format import MISSING, figure, levels
 from tuner.ui.history import HEADLINES, History
 
 

@@ -17,6 +17,7 @@ from html import escape
 from typing import Any
 
 from tuner.engine.counters import COUNTERS, DERIVED
+from tuner.format import levels
 
 COLUMNS = (*COUNTERS, *DERIVED)
 HEAT_LEVELS = 8
@@ -46,14 +47,7 @@ def fmt(value: Any, unit: str = "") -> str:
 
 def heat(values: list[Any]) -> list[int | None]:
     """Each value's place between the column's lowest and highest, in HEAT_LEVELS steps."""
-    present = [v for v in values if v is not None]
-    if not present:
-        return [None] * len(values)
-    low, high = min(present), max(present)
-    span = high - low
-    return [None if v is None else
-            (0 if span == 0 else min(HEAT_LEVELS - 1, int((v - low) / span * HEAT_LEVELS)))
-            for v in values]
+    return levels(values, HEAT_LEVELS)
 
 
 def layer_rows(snapshot: dict[str, Any], view: str) -> list[dict[str, Any]]:

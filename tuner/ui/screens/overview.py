@@ -10,7 +10,7 @@ from textual.markup import escape
 from textual.widgets import Label
 
 from tuner.engine.counters import PREDICTORS
-from tuner.ui.format import figure
+from tuner.format import figure
 from tuner.ui.history import HEADLINES
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.readout import Readout

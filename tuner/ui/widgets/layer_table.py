@@ -19,7 +19,7 @@ from textual.color import Color
 from textual.widgets import DataTable
 
 from tuner.engine.counters import COUNTERS, DERIVED, Column
-from tuner.ui.format import figure, levels
+from tuner.format import figure, levels
 
 LAYER = Column("layer", "", "the layer's index")
 COLUMNS: tuple[Column, ...] = (LAYER, *DERIVED, *COUNTERS)

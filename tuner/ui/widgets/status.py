@@ -6,7 +6,7 @@ from typing import Any
 
 from textual.markup import escape
 
-from tuner.ui.format import figure
+from tuner.format import figure
 from tuner.ui.widgets.readout import Readout
 
 STATE_COLOURS = {"running": "$success", "paused": "$warning", "error": "$error"}

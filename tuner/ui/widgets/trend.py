@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label, Sparkline
 
-from tuner.ui.format import figure
+from tuner.format import figure
 from tuner.ui.history import Series
 from tuner.ui.widgets.readout import Readout
 

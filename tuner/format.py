@@ -1,4 +1,5 @@
-"""How figures are written and shaded. Plain functions: no widgets, no clocks."""
+"""How figures are written and shaded, for the terminal UI and the page. Plain functions:
+no widgets, no clocks."""
 
 from __future__ import annotations
 
