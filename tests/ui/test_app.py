@@ -15,6 +15,7 @@ from tuner.ui.app import create_app
 from tuner.ui.remote import RemoteBackend
 from tuner.ui.screens.help import HelpScreen
 from tuner.ui.screens.knobs import KnobsScreen
+from tuner.ui.screens.save_preset import SavePresetScreen
 from tuner.ui.widgets.knob_field import KnobField
 from tuner.ui.widgets.layer_table import LayerTable
 from tuner.ui.widgets.readout import Readout
@@ -99,7 +100,9 @@ async def test_saving_and_applying_a_preset_round_trips(embedded, controller):
         await wait(lambda: presets.row_count > 0)
 
         await pilot.press("s")
-        await pilot.pause()
+        # type only once the dialog's name field has focus, or keys go to the screen below
+        await wait(lambda: isinstance(app.screen, SavePresetScreen)
+                   and app.focused is app.screen.query_one("#preset-name", Input))
         await pilot.press(*"mine", "enter", *"bonus and stale", "enter")
         await wait(lambda: "mine" in [k.value for k in presets.rows])
         assert app.screen.selected == "mine"
