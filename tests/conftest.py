@@ -3,6 +3,7 @@ private TUNER_HOME so tests never touch the user's presets or model cache."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,15 @@ from tuner.knobs import Config
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     return synth.write(synth.TINY, tmp_path_factory.mktemp("models") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def small_model(tmp_path_factory) -> Path:
+    """The demo model's layer shapes (D 256, I 384) in 3 layers x 8 experts: big enough for
+    the CPU's vectorised matrix kernels, whose rounding depends on data alignment."""
+    recipe = replace(synth.DEFAULT, name="strata-small-3x8", vocab_size=512, num_layers=3,
+                     num_experts=8, top_k=2, topics=8)
+    return synth.write(recipe, tmp_path_factory.mktemp("models") / "small")
 
 
 @pytest.fixture(autouse=True)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import torch
 import pytest
 
 from tuner.engine.slots import RESIDENT, SlotMap
 from tuner.engine.tiers import Tier
+from tuner.knobs import Config
 
 SITES = {"cpu_pool": True, "adapt_every": 8}
 
@@ -26,6 +28,31 @@ def test_bonus_zero_output_is_identical_at_every_site_split(tiny_config, run, ch
     base = run(tiny_config)
     other = run(replace(tiny_config, **{**SITES, **changes}))
     assert other["output_hash"] == base["output_hash"]
+
+
+@pytest.mark.parametrize("changes", [
+    {"pcie_frac": 0.0}, {"pcie_frac": 0.4}, {"pcie_frac": 0.25, "adapt_fetch": 2},
+])
+def test_sites_are_bit_identical_at_real_layer_shapes(small_model, run, changes):
+    """An expert computed on the CPU site from the host copy, over the link or in the arena
+    gives the same bits: the host copy shares the arena's layout and alignment."""
+    cfg = Config(model=str(small_model), expert_cache=6, device="cpu", io_workers=2,
+                 io_urgent=1)
+    base = run(cfg, 40)
+    other = run(replace(cfg, **SITES, **changes), 40)
+    assert other["output_hash"] == base["output_hash"]
+
+
+def test_host_copy_is_aligned_like_the_arena(small_model):
+    """SIMD kernels round differently on data aligned to less than 16 bytes; the arena's
+    slots are allocator-aligned, so the host copy must be too (a mapped shard is not)."""
+    from tuner.engine.checkpoint import Checkpoint
+    from tuner.engine.tiers import HostCopy
+
+    ckpt = Checkpoint(small_model)
+    host = HostCopy(ckpt)
+    assert all(v.data_ptr() % 64 == 0 for views in host.views.values() for v in views)
+    assert all(torch.equal(host.bufs[k], ckpt.expert_tensor(*k)) for k in list(host.bufs)[:4])
 
 
 def test_sites_account_for_every_miss(tiny_config, run):

@@ -108,8 +108,8 @@ class Engine:
         """Takes the live knobs of `cfg` (called between tokens only)."""
         if cfg.cpu_pool and self.sites is None:
             self.drain()  # no speculation in flight once misses stop streaming
-            self.sites = Sites(HostCopy(self.ckpt), self.mem, self.views, self.ckpt.expert_bytes,
-                               self.mc.top_k)
+            self.sites = Sites(HostCopy(self.ckpt, pin=self.cuda), self.mem, self.views,
+                               self.ckpt.expert_bytes)
         self.cfg = cfg
         self.pool.ssd.gbps = cfg.ssd_gbps
         self.pool.jitter_ms = cfg.io_jitter_ms

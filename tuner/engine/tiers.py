@@ -15,13 +15,12 @@ points, so timing never leaks into it:
   `adapt_fetch_min` and `adapt_fetch_margin` more than that resident. Mode 2 leaves the
   tier's swaps out of layers where an admission ran since the tier's last round.
 
-The host copy is the memory-mapped checkpoint: host RAM is the page cache, as it is for an
-engine whose model fits in RAM.
+The host copy holds every expert in host RAM, as an engine whose model fits in RAM does.
 """
 
 from __future__ import annotations
 
-import mmap
+import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext as _no_stream
@@ -36,65 +35,46 @@ from tuner.engine.store import Timeline
 
 
 class HostCopy:
-    """Every expert's packed bytes in host RAM, as zero-copy views of the mapped shards."""
+    """Every expert's packed bytes in host RAM, read once into one allocation laid out like
+    the arena. The same layout and alignment as an arena slot matter: the CPU's matrix
+    kernels take other code paths on unaligned data (a memory-mapped shard is only 8-byte
+    aligned) and round differently, which would make the output depend on the site that
+    computed an expert. On CUDA the copy is page-locked, so the link uploads straight from
+    it."""
 
-    def __init__(self, ckpt: Checkpoint):
-        self._maps: dict[str, mmap.mmap] = {}
-        self.bufs: dict[tuple[int, int], torch.Tensor] = {}
-        self.views: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}
+    def __init__(self, ckpt: Checkpoint, pin: bool = False):
         mc = ckpt.config
-        for layer in range(mc.num_layers):
-            for expert in range(mc.num_experts):
-                key = (layer, expert)
-                buf = self._packed(ckpt, key)
-                self.bufs[key] = buf
-                self.views[key] = part_views(buf, ckpt.parts)
-
-    def _map(self, path: str) -> mmap.mmap:
-        if path not in self._maps:
-            with open(path, "rb") as f:
-                # copy-on-write keeps pages shared with the page cache yet gives torch the
-                # writable buffer it wants; nothing ever writes to it
-                self._maps[path] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-        return self._maps[path]
-
-    def _packed(self, ckpt: Checkpoint, key: tuple[int, int]) -> torch.Tensor:
-        extents = ckpt.extents(*key)
-        if len(extents) == 1:
-            e = extents[0]
-            return torch.frombuffer(self._map(e.path), dtype=torch.uint8, count=e.length,
-                                    offset=e.offset)
-        buf = torch.empty(ckpt.expert_bytes, dtype=torch.uint8)  # scattered: gather once
-        for e in extents:
-            src = torch.frombuffer(self._map(e.path), dtype=torch.uint8, count=e.length,
-                                   offset=e.offset)
-            buf[e.dst:e.dst + e.length] = src
-        return buf
-
-
-    def warm(self) -> None:
-        """Touches every page once, so a measurement does not pay the first reads from disk."""
-        for buf in self.bufs.values():
-            buf.sum()
+        keys = [(l, e) for l in range(mc.num_layers) for e in range(mc.num_experts)]
+        self.mem = torch.empty(len(keys), ckpt.expert_bytes, dtype=torch.uint8, pin_memory=pin)
+        self.bufs = {key: self.mem[i] for i, key in enumerate(keys)}
+        self.views = {key: part_views(buf, ckpt.parts) for key, buf in self.bufs.items()}
+        fds: dict[str, int] = {}
+        try:
+            for key, buf in self.bufs.items():
+                dst = memoryview(buf.numpy())
+                for e in ckpt.extents(*key):
+                    fd = fds.get(e.path) or fds.setdefault(e.path, os.open(e.path, os.O_RDONLY))
+                    if os.preadv(fd, [dst[e.dst:e.dst + e.length]], e.offset) != e.length:
+                        raise OSError(f"short read of {e.path} at {e.offset}")
+        finally:
+            for fd in fds.values():
+                os.close(fd)
 
 
 class Sites:
     """The link and CPU sites: one worker thread each, paced by emulated bandwidths.
 
-    On CUDA the link copies each expert from host RAM into a pinned buffer, uploads it on a
-    stream of its own and computes it there; the CPU site computes on the host and hands its
-    outputs to the device. On the CPU both are plain copies and computes."""
+    On CUDA the link uploads each expert from the page-locked host copy on a stream of its
+    own and computes it there; the CPU site computes on the host and hands its outputs to
+    the device. On the CPU both are plain copies and computes."""
 
-    def __init__(self, host: HostCopy, mem: torch.Tensor, views: list, expert_bytes: int,
-                 top_k: int):
+    def __init__(self, host: HostCopy, mem: torch.Tensor, views: list, expert_bytes: int):
         self.host, self.mem, self.views, self.nbytes = host, mem, views, expert_bytes
         self.cuda = mem.is_cuda
         self.link_line, self.cpu_line = Timeline(), Timeline()
         self._link = ThreadPoolExecutor(1, thread_name_prefix="tuner-link")
         self._cpu = ThreadPoolExecutor(1, thread_name_prefix="tuner-cpu")
-        if self.cuda:
-            self.stream = torch.cuda.Stream(mem.device)
-            self.pinned = torch.empty(top_k, expert_bytes, dtype=torch.uint8, pin_memory=True)
+        self.stream = torch.cuda.Stream(mem.device) if self.cuda else None
 
     def link(self, x: torch.Tensor, jobs: list[tuple[int, tuple[int, int], int, bool]]
              ) -> Future:
@@ -112,16 +92,11 @@ class Sites:
         """jobs: (rank, key), computed from host RAM. Result: ({rank: output}, seconds)."""
         return self._cpu.submit(self._run_cpu, x.cpu(), jobs)
 
-    def copy_in(self, key: tuple[int, int], dst: int, pinned: torch.Tensor | None = None
-                ) -> None:
-        """The expert's bytes over the link into device buffer `dst` (a tier swap, or the
-        link share through `pinned`, a page-locked bounce buffer on CUDA)."""
+    def copy_in(self, key: tuple[int, int], dst: int) -> None:
+        """The expert's bytes over the link into device buffer `dst` (a tier swap or the
+        link share; on CUDA an upload on the current stream)."""
         t0 = time.perf_counter()
-        if pinned is None:
-            self.mem[dst].copy_(self.host.bufs[key])
-        else:
-            pinned.copy_(self.host.bufs[key])
-            self.mem[dst].copy_(pinned, non_blocking=True)
+        self.mem[dst].copy_(self.host.bufs[key], non_blocking=self.cuda)
         self.link_line.pace(self.nbytes, t0)
 
     def _run_link(self, x, x_ready, jobs):
@@ -131,14 +106,14 @@ class Sites:
         with stream:
             if x_ready is not None:
                 self.stream.wait_event(x_ready)
-            for i, (rank, key, dst, verify) in enumerate(jobs):
-                self.copy_in(key, dst, self.pinned[i] if self.cuda else None)
+            for rank, key, dst, verify in jobs:
+                self.copy_in(key, dst)
                 if verify:
                     verified += 1
                     mismatches += not torch.equal(self.mem[dst].cpu(), self.host.bufs[key])
                 outs[rank] = expert_out(x, *self.views[dst])
         if self.cuda:
-            self.stream.synchronize()  # the pinned buffers are free, the outputs are ready
+            self.stream.synchronize()  # the outputs are ready for the compute stream
         return outs, time.perf_counter() - t0, verified, mismatches
 
     def _run_cpu(self, x, jobs):

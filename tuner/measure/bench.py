@@ -181,7 +181,6 @@ def sites_sweep(cfg: Config, fracs: list[float], tokens: int, scale: float) -> d
     measured here (pinned copy, CPU expert rate). The sweep runs forwards, then backwards,
     so drift falls on every point alike."""
     ckpt = Checkpoint(model_folder(cfg))
-    HostCopy(ckpt).warm()  # host RAM is the page cache: fill it
     if not cfg.adapt_every:  # without the tier the arena of a three-site run stays empty
         cfg = replace(cfg, adapt_every=16)
     emulated = bool(cfg.link_gbps and cfg.cpu_gbps)
