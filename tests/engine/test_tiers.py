@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 from tuner.engine.slots import RESIDENT, SlotMap
 from tuner.engine.tiers import Tier
