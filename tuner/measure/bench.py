@@ -112,9 +112,12 @@ def machinery(cfg: Config, tokens: int, rounds: int = 3) -> dict:
 
 
 def _sites_run(cfg: Config, tokens: int) -> dict:
-    session = Session(cfg)
+    """Warm-up with the adaptive tier filling the arena, then the measured tokens with the
+    tier frozen, so the link carries only the share (seed 002's static tiers)."""
+    session = Session(replace(cfg, adapt_every=cfg.adapt_every or 16))
     try:
-        session.run(tokens // 4)  # warm: the tier fills the arena
+        session.run(tokens // 2)
+        session.submit(replace(cfg, adapt_every=0))
         session.reset_counters()
         session.run(tokens)
         return session.snapshot()
@@ -175,14 +178,15 @@ def link_bandwidth(cfg: Config, tokens: int) -> dict:
 
 def sites_sweep(cfg: Config, fracs: list[float], tokens: int, scale: float) -> dict:
     """ms per token over pcie_frac beside the site-bound prediction: per layer
-    max(T_link, T_cpu) from the counted experts. With emulated link and CPU bandwidths they
+    max(T_link, T_cpu) from the experts each site served over the whole run. That lets the
+    sites overlap across tokens, so it is a lower bound: at decode a layer has only a few
+    misses, and a token-layer that sends one expert over a slow link waits for all of it.
+    With emulated link and CPU bandwidths they
     are scaled by `scale`, so that the emulated sites, not this machine's own compute, set
     the pace; without, the sites run at real speed and the prediction uses the limits
     measured here (pinned copy, CPU expert rate). The sweep runs forwards, then backwards,
     so drift falls on every point alike."""
     ckpt = Checkpoint(model_folder(cfg))
-    if not cfg.adapt_every:  # without the tier the arena of a three-site run stays empty
-        cfg = replace(cfg, adapt_every=16)
     emulated = bool(cfg.link_gbps and cfg.cpu_gbps)
     if emulated:
         link, cpu = cfg.link_gbps * scale, cfg.cpu_gbps * scale
@@ -198,7 +202,8 @@ def sites_sweep(cfg: Config, fracs: list[float], tokens: int, scale: float) -> d
     for frac, snaps in runs.items():
         snap = snaps[0]  # counts are deterministic: the same in both runs
         nbytes = snap["model"]["expert_bytes"]
-        bound = sum(max(r["link_experts"] * nbytes / (link * 1e9),
+        # the link also carries the adaptive tier's swaps, if it was left running
+        bound = sum(max((r["link_experts"] + r["tier_swaps"]) * nbytes / (link * 1e9),
                         r["cpu_experts"] * nbytes / (cpu * 1e9)) for r in snap["layers"])
         t = snap["totals"]
         ms = [s["totals"]["ms_per_token"] for s in snaps]
@@ -207,7 +212,7 @@ def sites_sweep(cfg: Config, fracs: list[float], tokens: int, scale: float) -> d
                      "cpu_fraction": t["cpu_fraction"], "hit_rate": t["hit_rate"]})
     best = min(rows, key=lambda r: r["ms_per_token"])
     return {"link_gbps": link, "cpu_gbps": cpu, "emulated": emulated, "scale": scale,
-            "adapt_every": cfg.adapt_every,
+            "tier": "fills the arena during the warm-up, then frozen",
             "balance_point": round(link / (link + cpu), 4),
             "measured_best_frac": best["pcie_frac"],
             "predicted_best_frac": min(rows, key=lambda r: r["predicted_ms_per_token"])[
