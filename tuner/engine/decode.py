@@ -275,7 +275,9 @@ class Engine:
             elif kind == "spec":  # speculation claimed by the router
                 read = self.reads.pop(slot)
                 self.spec_for[layer].remove(slot)
-                if read.complete:
+                # done is set only after the upload was queued (CUDA): pieces alone are not
+                # enough to know the device copy is ordered before this layer's compute
+                if read.complete and read.done.is_set():
                     add(layer, "pf_timely")
                     add(layer, "bytes_spec", read.bytes_read)
                     read, ready = None, read.ready
