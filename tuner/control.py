@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tuner.ab_job import ABRunner
 from tuner.engine.session import Session
 from tuner.knobs import KNOBS
 from tuner.presets import Preset, Store, knob_diff
@@ -40,6 +41,7 @@ class Controller:
         self.store = store or Store()
         self.apply_timeout = apply_timeout
         self._lock = threading.Lock()  # one settings change at a time
+        self.ab = ABRunner(self)
 
     @property
     def version(self) -> int:
@@ -74,11 +76,15 @@ class Controller:
                 "state": self.session.state}
 
     # -- presets -----------------------------------------------------------------------
+    def preset_settings(self, name: str) -> Settings:
+        """What applying preset `name` would give (see apply_preset)."""
+        return self.store.get(name).settings(session_base(self.settings))
+
     def apply_preset(self, name: str) -> int:
         """The preset's knobs on top of the defaults, so a preset is a whole tuning; the
         session group (model, seed, context, window) stays as it is unless the preset
         sets it."""
-        return self.replace(self.store.get(name).settings(session_base(self.settings)))
+        return self.replace(self.preset_settings(name))
 
     def save_preset(self, name: str, description: str = "", based_on: str | None = None
                     ) -> Preset:
@@ -86,7 +92,5 @@ class Controller:
 
     def diff(self, a: str, b: str | None = None) -> list[dict[str, Any]]:
         """Knobs that differ between preset `a` and preset `b` (or the current settings)."""
-        base = session_base(self.settings)  # what apply_preset starts from
-        sa = self.store.get(a).settings(base)
-        sb = self.store.get(b).settings(base) if b else self.settings
-        return knob_diff(sa, sb)
+        sb = self.preset_settings(b) if b else self.settings
+        return knob_diff(self.preset_settings(a), sb)

@@ -15,7 +15,7 @@ from tuner.web import errors
 from tuner.web.deps import require_token
 from tuner.web.hub import Hub
 from tuner.web.limits import BodyLimit
-from tuner.web.routes import dashboard, metrics, presets, session, settings, stream
+from tuner.web.routes import ab, dashboard, metrics, presets, session, settings, stream
 from tuner.web.schemas import COMMON
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -46,7 +46,7 @@ def create_app(controller: Controller, token: str | None = None, *,
     app.state.send_timeout = send_timeout
     errors.install(app)
     app.add_middleware(BodyLimit)
-    for module in (settings, session, presets, stream, metrics, dashboard):
+    for module in (settings, session, presets, ab, stream, metrics, dashboard):
         app.include_router(module.router, dependencies=[Depends(require_token)])
     # The page's scripts and styles, vendored: the page works with no internet. Not
     # secret, so served without the token (a browser fetches them without headers).

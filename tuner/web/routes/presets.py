@@ -23,7 +23,8 @@ from tuner.web.schemas import (
 router = APIRouter(prefix="/api/presets", tags=["presets"])
 
 
-def _get(store, name: str) -> Preset:
+def known(store, name: str) -> Preset:
+    """The preset, or 404 naming the known ones."""
     if name not in store.names():
         raise HTTPException(404, f"no preset named {name!r}; known: {', '.join(store.names())}")
     return store.get(name)
@@ -37,7 +38,7 @@ def list_presets(store: StoreDep) -> list[dict[str, Any]]:
 
 @router.get("/{name}", response_model=PresetBody, responses=BAD_PRESET)
 def show(name: PresetName, store: StoreDep) -> dict[str, Any]:
-    return _get(store, name).as_dict()
+    return known(store, name).as_dict()
 
 
 @router.post("/{name}", response_model=PresetBody, status_code=201,
@@ -52,7 +53,7 @@ def save(name: PresetName, body: SaveRequest, controller: ControllerDep) -> dict
 def apply(name: PresetName, controller: ControllerDep) -> dict[str, Any]:
     """The preset's knobs on top of the defaults (the session knobs stay unless it sets
     them), applied at the next token boundary."""
-    _get(controller.store, name)
+    known(controller.store, name)
     controller.apply_preset(name)
     return controller.state()
 
@@ -61,7 +62,7 @@ def apply(name: PresetName, controller: ControllerDep) -> dict[str, Any]:
     **BAD_PRESET, 403: {"model": MessageError, "description": "shipped presets are "
                         "read-only"}})
 def delete(name: PresetName, store: StoreDep) -> None:
-    _get(store, name)
+    known(store, name)
     try:
         store.delete(name)
     except PresetError as err:  # the name exists, so it is a shipped one
@@ -73,8 +74,8 @@ def diff(name: PresetName, controller: ControllerDep,
          against: str | None = Query(None, description="another preset; none = the current "
                                      "settings")) -> list[dict[str, Any]]:
     """Knobs whose values differ: `a` in this preset, `b` in `against`."""
-    _get(controller.store, name)
+    known(controller.store, name)
     if against is not None:
-        _get(controller.store, preset_name(against))
+        known(controller.store, preset_name(against))
     return controller.diff(name, against)
 

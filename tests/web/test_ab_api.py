@@ -1,0 +1,48 @@
+"""A/B of two presets from the API: runs in the background, pauses the live session."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+
+def wait_done(url: str, timeout: float = 120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = httpx.get(f"{url}/api/ab").json()
+        if job["state"] != "running":
+            return job
+        assert time.monotonic() < deadline, f"A/B still running: {job}"
+        time.sleep(0.2)
+
+
+def test_ab_of_two_presets(live):
+    assert httpx.get(f"{live.url}/api/ab").status_code == 404
+    r = httpx.post(f"{live.url}/api/ab", json={"a": "baseline", "b": "2q", "pairs": 1,
+                                               "tokens": 16})
+    assert r.status_code == 202, r.text
+    assert r.json()["total_runs"] == 3
+    assert live.session.state == "paused"  # the runs do not share the machine with it
+    busy = httpx.post(f"{live.url}/api/ab", json={"a": "baseline", "b": "2q"})
+    assert busy.status_code == 409 and "already running" in busy.json()["detail"]
+    job = wait_done(live.url)
+    assert job["state"] == "done", job
+    assert [run["arm"] for run in job["runs"]] == ["A", "B", "A"]
+    result = job["result"]
+    assert {"verdict", "drift", "arms", "pairs"} <= result.keys()
+    assert result["knob_diff"] == [{"knob": "decode_2q", "env": "STRATA_METAL_DECODE_2Q",
+                                    "a": False, "b": True}]
+    deadline = time.monotonic() + 10
+    while live.session.state != "running":  # resumed once the A/B is over
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_ab_bad_input(live):
+    api = f"{live.url}/api/ab"
+    assert httpx.post(api, json={"a": "baseline", "b": "nope"}).status_code == 404
+    assert httpx.post(api, json={"a": "baseline", "b": "../x"}).status_code in (400, 422)
+    assert httpx.post(api, json={"a": "baseline", "b": "2q", "pairs": 99}).status_code == 422
+    assert httpx.post(api, json={"a": "baseline"}).status_code == 422
+    assert live.session.state == "running"

@@ -1,0 +1,44 @@
+"""A/B comparisons of two presets, run in the background with the live session paused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, Field
+
+from tuner.ab_job import MAX_PAIRS, MAX_TOKENS
+from tuner.presets import PresetError
+from tuner.web.deps import ControllerDep, preset_name
+from tuner.web.routes.presets import known
+
+router = APIRouter(prefix="/api", tags=["ab"])
+
+
+class ABRequest(BaseModel):
+    a: str = Field(description="preset name of arm A (the baseline, also the sentinel)")
+    b: str = Field(description="preset name of arm B")
+    pairs: int = Field(2, ge=1, le=MAX_PAIRS, description="A B pairs before the sentinel A")
+    tokens: int = Field(64, ge=8, le=MAX_TOKENS, description="tokens per run")
+
+
+@router.post("/ab", status_code=202)
+def start(body: ABRequest, controller: ControllerDep) -> dict[str, Any]:
+    """Starts A B A B ... A on fresh sessions; 409 while another A/B runs."""
+    for name in (body.a, body.b):
+        known(controller.store, preset_name(name))
+    try:
+        return controller.ab.start(body.a, body.b, body.pairs, body.tokens).as_dict()
+    except PresetError:
+        raise  # a broken preset file: the preset error handler names file and line
+    except ValueError as err:  # another A/B is running
+        raise HTTPException(409, str(err)) from None
+
+
+@router.get("/ab")
+def status(controller: ControllerDep) -> dict[str, Any]:
+    """The latest A/B: state (running, done, failed), the runs so far, the result."""
+    job = controller.ab.job
+    if job is None:
+        raise HTTPException(404, "no A/B has been started; POST /api/ab")
+    return job.as_dict()
