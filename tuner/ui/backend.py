@@ -93,3 +93,14 @@ class Backend(ABC):
     async def diff_preset(self, name: str) -> list[dict[str, Any]]:
         """Knobs where preset `name` (a) and the current settings (b) differ:
         [{knob, env, a, b}]."""
+
+    @abstractmethod
+    async def start_ab(self, a: str, b: str, pairs: int, tokens: int) -> dict[str, Any]:
+        """Starts an A/B of presets `a` and `b` in the background, with the live session
+        paused while it runs; returns the job: {a, b, pairs, tokens, total_runs, state,
+        runs, result, error}. Raises BackendError for an unknown preset, a value out of
+        range or while another A/B runs; nothing starts then."""
+
+    @abstractmethod
+    async def ab_status(self) -> dict[str, Any] | None:
+        """The latest A/B job (as `start_ab` returns it), or None when none was started."""

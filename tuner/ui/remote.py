@@ -37,12 +37,17 @@ def websocket_url(url: str, rate: float) -> str:
 
 
 def _detail(response: httpx.Response) -> Any:
-    """FastAPI's error body is {"detail": ...}; None when the body is not that."""
+    """FastAPI's error body is {"detail": ...}; None when the body is not that. A request
+    validation error's list of problems becomes one line, "field: message; ..."."""
     try:
         body = response.json()
     except ValueError:
         return None
-    return body.get("detail") if isinstance(body, dict) else None
+    detail = body.get("detail") if isinstance(body, dict) else None
+    if isinstance(detail, list) and all(isinstance(d, dict) for d in detail):
+        return "; ".join(f"{'.'.join(map(str, d.get('loc', [])[1:]))}: {d.get('msg')}"
+                         for d in detail)
+    return detail
 
 
 class RemoteBackend(Backend):
@@ -107,13 +112,17 @@ class RemoteBackend(Backend):
         return self._snapshot
 
     # -- REST --------------------------------------------------------------------------
-    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    async def _request(self, method: str, path: str, absent: bool = False,
+                       **kwargs: Any) -> Any:
+        """The answer's JSON; with `absent`, None for a 404 (nothing there yet)."""
         if self._http is None:
             raise BackendError("the remote backend is not open")
         try:
             response = await self._http.request(method, path, **kwargs)
         except httpx.HTTPError as err:
             raise BackendError(f"{self.where}{path}: {err or type(err).__name__}") from None
+        if absent and response.status_code == 404:
+            return None
         if response.is_error:
             detail = _detail(response)
             if isinstance(detail, dict) and isinstance(detail.get("problems"), dict):
@@ -153,3 +162,10 @@ class RemoteBackend(Backend):
 
     async def diff_preset(self, name: str) -> list[dict[str, Any]]:
         return await self._request("GET", f"/api/presets/{quote(name, safe='')}/diff")
+
+    async def start_ab(self, a: str, b: str, pairs: int, tokens: int) -> dict[str, Any]:
+        return await self._request("POST", "/api/ab",
+                                   json={"a": a, "b": b, "pairs": pairs, "tokens": tokens})
+
+    async def ab_status(self) -> dict[str, Any] | None:
+        return await self._request("GET", "/api/ab", absent=True)

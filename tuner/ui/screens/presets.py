@@ -1,5 +1,5 @@
 """Presets: the list, what one would change (diff against the current settings), apply,
-and save the current settings as a new one."""
+save the current settings as a new one, and an A/B comparison of two presets."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
 from tuner.ui.backend import BackendError
+from tuner.ui.screens.ab import ABScreen
+from tuner.ui.screens.ab_dialog import ABDialog, ABRequest
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.screens.save_preset import SavePresetScreen
 
@@ -25,6 +27,8 @@ class PresetsScreen(SnapshotScreen):
         Binding("d", "diff", "Diff",
                 tooltip="what the selected preset would change (also enter)"),
         Binding("s", "save", "Save", tooltip="save the current settings as a preset"),
+        Binding("b", "ab", "A/B", tooltip="A/B of baseline (or another preset) and the "
+                "selected one; the live session is paused while it runs"),
     ]
 
     def compose_body(self) -> ComposeResult:
@@ -115,3 +119,18 @@ class PresetsScreen(SnapshotScreen):
             return
         self.notify(f"saved the current settings as {name}", title="preset", markup=False)
         await self.load(select=name)
+
+    def action_ab(self) -> None:
+        self.app.push_screen(ABDialog(b=self.selected or ""), self._ab)
+
+    def _ab(self, answer: ABRequest | None) -> None:
+        if answer:
+            self.run_worker(self.start_ab(*answer), group="ab")
+
+    async def start_ab(self, a: str, b: str, pairs: int, tokens: int) -> None:
+        try:
+            job = await self.app.backend.start_ab(a, b, pairs, tokens)
+        except BackendError as err:
+            self.notify(str(err), title="A/B not started", severity="error", markup=False)
+            return
+        await self.app.push_screen(ABScreen(job))

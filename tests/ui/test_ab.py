@@ -1,0 +1,121 @@
+"""A/B of two presets from the terminal UI: the backends' start_ab and ab_status, and the
+Presets screen's dialog and A/B view driven through the Pilot."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from functools import partial
+
+import pytest
+from textual.widgets import DataTable, Input, Static
+
+from tests.ui.conftest import following, until
+from tuner.ui.app import create_app
+from tuner.ui.backend import BackendError
+from tuner.ui.screens.ab import ABScreen
+from tuner.ui.screens.ab_dialog import ABDialog
+from tuner.ui.screens.presets import PresetsScreen
+
+pytestmark = pytest.mark.anyio
+SIZE = (140, 44)
+
+
+@pytest.fixture(params=["embedded", "served"])
+def backend(request):
+    """The stand-in server has no A/B, so the remote backend runs against the real app."""
+    return request.getfixturevalue(request.param)
+
+
+async def test_backend_runs_an_ab_and_reports_it(backend, controller):
+    async with following(backend):
+        assert await backend.ab_status() is None
+        job = await backend.start_ab("baseline", "2q", 1, 16)
+        assert (job["a"], job["b"], job["total_runs"]) == ("baseline", "2q", 3)
+        with pytest.raises(BackendError, match="already running"):
+            await backend.start_ab("baseline", "2q", 1, 16)
+        job = await finished(backend)
+        assert job["state"] == "done", job
+        assert [run["arm"] for run in job["runs"]] == ["A", "B", "A"]
+        assert job["result"]["verdict"]
+        assert job["result"]["knob_diff"][0]["knob"] == "decode_2q"
+
+
+async def finished(backend, timeout: float = 30.0) -> dict:
+    """The job once it has ended, polled as the A/B view polls it."""
+    deadline = time.monotonic() + timeout
+    while (job := await backend.ab_status())["state"] == "running":
+        assert time.monotonic() < deadline, f"A/B still running: {job}"
+        await asyncio.sleep(0.05)
+    return job
+
+
+async def test_backend_refuses_bad_input_and_starts_nothing(backend):
+    async with following(backend):
+        with pytest.raises(BackendError, match="nope"):
+            await backend.start_ab("baseline", "nope", 1, 16)
+        with pytest.raises(BackendError, match="pairs"):
+            await backend.start_ab("baseline", "2q", 99, 16)
+        assert await backend.ab_status() is None
+
+
+# -- the UI --------------------------------------------------------------------------------
+async def fill(pilot, selector: str, text: str) -> None:
+    """Replaces a dialog field's text, typing only once it has focus (or keys are lost)."""
+    field = pilot.app.screen.query_one(selector, Input)
+    field.focus()
+    await until(lambda: pilot.app.focused is field, pause=pilot.pause)
+    await pilot.press("ctrl+u", *text)
+
+
+async def open_dialog(pilot, select: str) -> None:
+    app = pilot.app
+    await pilot.press("4")
+    presets = await until(lambda: isinstance(app.screen, PresetsScreen)
+                          and (t := app.screen.query_one("#preset-list", DataTable)).row_count
+                          and t, pause=pilot.pause)
+    presets.move_cursor(row=presets.get_row_index(select))
+    await pilot.press("b")
+    await until(lambda: isinstance(app.screen, ABDialog)
+                and app.focused is app.screen.query_one("#ab-a", Input), pause=pilot.pause)
+
+
+async def test_an_ab_started_from_the_presets_screen_shows_runs_and_verdict(
+        embedded, controller):
+    controller.session.pause()  # keys are slow next to a decoding engine (see test_app)
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        wait = partial(until, pause=pilot.pause)
+        await open_dialog(pilot, "2q")
+        dialog = app.screen
+        assert [dialog.query_one(f"#ab-{k}", Input).value for k in ("a", "b", "pairs", "tokens")
+                ] == ["baseline", "2q", "2", "64"]
+        await fill(pilot, "#ab-pairs", "1")
+        await fill(pilot, "#ab-tokens", "16")
+        await pilot.press("enter")
+
+        screen = await wait(lambda: isinstance(app.screen, ABScreen) and app.screen)
+        assert "paused during the A/B" in str(screen.query_one("#ab-heading", Static).render())
+        result = screen.query_one("#ab-result", Static)
+        await wait(lambda: "verdict:" in str(result.render()), timeout=30)
+        runs = screen.query_one("#ab-runs", DataTable)
+        assert [runs.get_row_at(i)[1] for i in range(runs.row_count)] == ["A", "B", "A"]
+        assert "done: 3 runs" in str(screen.query_one("#ab-progress", Static).render())
+        assert "decode_2q False -> True" in str(result.render())
+        assert controller.ab.job.state == "done"
+
+
+async def test_an_unknown_preset_is_reported_and_starts_nothing(embedded, controller):
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        shown = []
+        notify = app.notify
+        app.notify = lambda message, **kw: shown.append(message) or notify(message, **kw)
+        await open_dialog(pilot, "2q")
+        await fill(pilot, "#ab-b", "nope")
+        await pilot.press("enter")
+        await until(lambda: any("nope" in m for m in shown), pause=pilot.pause)
+        assert "no preset of that name" in next(m for m in shown if "nope" in m)
+        assert isinstance(app.screen, PresetsScreen)
+        assert controller.ab.job is None

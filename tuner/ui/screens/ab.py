@@ -1,0 +1,114 @@
+"""An A/B comparison as it runs: progress, each run, then per-arm figures, the pairs, the
+drift and the verdict (what `tuner ab` prints)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from tuner.ui.backend import BackendError
+
+if TYPE_CHECKING:
+    from tuner.ui.app import TunerApp
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f} %"
+
+
+def heading(job: dict[str, Any]) -> str:
+    return (f"A/B: A = {job['a']}, B = {job['b']}; {job['pairs']} pairs + sentinel A, "
+            f"{job['tokens']} tokens per run, each on a fresh session. The live session is "
+            "paused during the A/B; a running one resumes after it.")
+
+
+def progress(job: dict[str, Any]) -> str:
+    done, total = len(job["runs"]), job["total_runs"]
+    if job["state"] == "failed":
+        return f"failed after {done} of {total} runs: {job['error']}"
+    if job["state"] == "done":
+        return f"done: {total} runs"
+    first = " (after a warm-up run of A, not counted)" if not done else ""
+    return f"running: run {min(done + 1, total)} of {total}{first}"
+
+
+def summary(r: dict[str, Any]) -> str:
+    """The result below the runs, line for line as `tuner ab` prints it."""
+    diff = ", ".join(f"{d['knob']} {d['a']!r} -> {d['b']!r}" for d in r["knob_diff"])
+    lines = [f"knobs B - A: {diff or 'identical settings'}"]
+    for arm in ("A", "B"):
+        s = r["arms"][arm]
+        stdev = "-" if s["stdev"] is None else f"{s['stdev']:.3f}"
+        same = ("identical in every run" if s["identical"] else
+                f"NOT identical across runs ({', '.join(s['differ'])} differ)")
+        lines.append(f"arm {arm}: {s['mean']:.3f} ms/token mean, stdev {stdev} over "
+                     f"{len(s['runs'])} runs; {same}")
+    lines += [f"pair {p['pair']}: B - A = {p['diff']:+.3f} ms/token ({pct(p['pct'])}), "
+              f"{p['sign']}" for p in r["pair_diffs"]]
+    lines.append(f"mean difference B - A {r['diff']:+.3f} ms/token ({pct(r['diff_pct'])}); "
+                 f"drift sentinel A - first A {r['drift']:+.3f} ms/token "
+                 f"({pct(r['drift_pct'])}); spread {r['spread']:.3f} ms/token")
+    lines.append(f"verdict: {r['verdict']}")
+    return "\n".join(lines)
+
+
+class ABScreen(Screen):
+    """Follows the latest A/B until it ends; closing the screen leaves the A/B running."""
+
+    app: TunerApp
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Back")]
+
+    def __init__(self, job: dict[str, Any]):
+        super().__init__()
+        self.job = job
+
+    def compose(self) -> ComposeResult:
+        yield Static(heading(self.job), id="ab-heading", markup=False)
+        yield Static(progress(self.job), id="ab-progress", markup=False)
+        yield DataTable(id="ab-runs", cursor_type="none")
+        yield Static("", id="ab-result", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        runs = self.query_one("#ab-runs", DataTable)
+        for name, width in (("run", 4), ("arm", 4), ("ms/token", 10), ("hit %", 8),
+                            ("bytes/token", 12), ("output hash", 20)):
+            runs.add_column(name, width=width, key=name)
+        self.run_worker(self.follow, group="ab", exclusive=True)
+
+    async def follow(self) -> None:
+        """Polls the job at the repaint rate until it ends; a worker on the event loop,
+        so the remote backend's requests never block the UI."""
+        reported = None
+        while True:
+            try:
+                job = await self.app.backend.ab_status()
+            except BackendError as err:
+                if str(err) != reported:  # once, not at every poll of a lost server
+                    reported = str(err)
+                    self.notify(reported, title="A/B", severity="error", markup=False)
+                job = None
+            if job is not None:
+                self.show(job)
+                if job["state"] != "running":
+                    return
+            await asyncio.sleep(1 / self.app.refresh_hz)
+
+    def show(self, job: dict[str, Any]) -> None:
+        self.job = job
+        self.query_one("#ab-progress", Static).update(progress(job))
+        table = self.query_one("#ab-runs", DataTable)
+        for run in job["runs"][table.row_count:]:  # runs only ever get appended
+            table.add_row(run["run"], run["arm"], f"{run['ms_per_token']:.3f}",
+                          f"{run['hit_rate']:.2f}", run["bytes_per_token"],
+                          run["output_hash"])
+        if job["result"]:
+            self.query_one("#ab-result", Static).update(summary(job["result"]))
+
+    def action_close(self) -> None:
+        self.dismiss()

@@ -1,0 +1,69 @@
+"""The dialog that asks which two presets to compare, and how long."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label
+
+# (a, b, pairs, tokens)
+ABRequest = tuple[str, str, int, int]
+
+
+class ABDialog(ModalScreen[ABRequest | None]):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, a: str = "baseline", b: str = "", pairs: int = 2, tokens: int = 64):
+        super().__init__()
+        self.defaults = (a, b, pairs, tokens)
+
+    def compose(self) -> ComposeResult:
+        a, b, pairs, tokens = self.defaults
+        with Vertical(id="ab-dialog", classes="dialog"):
+            yield Label("A/B of two presets: A B A B ... A on fresh sessions",
+                        classes="dialog-title")
+            yield Label("the live session is paused while it runs", classes="dialog-note")
+            # A label beside each field: a placeholder is gone once there is a value.
+            for key, label, value, kind in (("a", "preset A (baseline)", a, "text"),
+                                            ("b", "preset B", b, "text"),
+                                            ("pairs", "A B pairs", str(pairs), "integer"),
+                                            ("tokens", "tokens per run", str(tokens),
+                                             "integer")):
+                with Horizontal(classes="dialog-field"):
+                    yield Label(label)
+                    yield Input(value, placeholder=label, type=kind, compact=True,
+                                id=f"ab-{key}")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Start", variant="primary", id="start")
+                yield Button("Cancel", id="cancel")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._done()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "start":
+            self._done()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def _done(self) -> None:
+        # Names and ranges are checked by the engine or the server, whose messages say
+        # which presets there are and what is allowed.
+        fields = {i.id: i for i in self.query(Input)}
+        for field in fields.values():
+            value = field.value.strip()
+            if not value or (field.type == "integer" and not value.lstrip("-").isdigit()):
+                field.focus()
+                self.notify(f"{field.placeholder}: a value is needed", severity="warning",
+                            markup=False)
+                return
+        a, b, pairs, tokens = (fields[k].value.strip()
+                               for k in ("ab-a", "ab-b", "ab-pairs", "ab-tokens"))
+        self.dismiss((a, b, int(pairs), int(tokens)))
