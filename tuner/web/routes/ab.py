@@ -11,6 +11,7 @@ from tuner.ab_job import MAX_PAIRS, MAX_TOKENS
 from tuner.presets import PresetError
 from tuner.web.deps import ControllerDep, preset_name
 from tuner.web.routes.presets import known
+from tuner.web.schemas import BAD_PRESET, MessageError
 
 router = APIRouter(prefix="/api", tags=["ab"])
 
@@ -22,7 +23,9 @@ class ABRequest(BaseModel):
     tokens: int = Field(64, ge=8, le=MAX_TOKENS, description="tokens per run")
 
 
-@router.post("/ab", status_code=202)
+@router.post("/ab", status_code=202, responses={
+    400: BAD_PRESET[400], 404: BAD_PRESET[404],
+    409: {"model": MessageError, "description": "another A/B is running"}})
 def start(body: ABRequest, controller: ControllerDep) -> dict[str, Any]:
     """Starts A B A B ... A on fresh sessions; 409 while another A/B runs."""
     for name in (body.a, body.b):
@@ -35,7 +38,8 @@ def start(body: ABRequest, controller: ControllerDep) -> dict[str, Any]:
         raise HTTPException(409, str(err)) from None
 
 
-@router.get("/ab")
+@router.get("/ab", responses={404: {"model": MessageError,
+                                     "description": "no A/B has been started"}})
 def status(controller: ControllerDep) -> dict[str, Any]:
     """The latest A/B: state (running, done, failed), the runs so far, the result."""
     job = controller.ab.job
