@@ -185,6 +185,20 @@ def test_presets_panel_applies_saves_and_diffs(live, open_page):
     shot(page, "dashboard-presets")
 
 
+def test_ab_panel_runs_an_ab_and_shows_the_verdict(live, open_page):
+    page = open_page(live.url)
+    form = page.locator("form.ab-start")
+    expect(form.locator("select[name=a]")).to_have_value("baseline")
+    form.locator("select[name=b]").select_option("2q")
+    form.locator("input[name=pairs]").fill("1")
+    form.locator("input[name=tokens]").fill("16")
+    form.locator("button").click()
+    expect(page.locator("#ab-verdict")).to_contain_text("verdict:", timeout=60_000)
+    expect(page.locator("#ab-status table.ab-runs tbody tr")).to_have_count(3)
+    expect(page.locator("#ab-status")).not_to_have_attribute("hx-trigger", "every 1s")
+    shot(page, "dashboard-ab")
+
+
 def test_page_reconnects_after_a_server_restart(controller, open_page):
     servers = serve(controller)
     live = next(servers)

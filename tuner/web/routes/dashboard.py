@@ -11,14 +11,16 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, WebSocket
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from tuner.ab_job import MAX_PAIRS, MAX_TOKENS
 from tuner.control import Controller
 from tuner.knobs import BY_NAME, GROUPS, KNOBS
 from tuner.presets import PresetError, check_name
 from tuner.settings import SettingsError
 from tuner.web.connection import serve_client
-from tuner.web.deps import ControllerDep, HubDep, PresetName, require_same_origin
+from tuner.web.deps import ControllerDep, HubDep, PresetName, preset_name, require_same_origin
 from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox
 from tuner.web.page import CHARTS, COLUMNS, HEAT_LEVELS, PageView
+from tuner.web.routes.presets import known
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
@@ -54,6 +56,8 @@ def page(request: Request, controller: ControllerDep) -> HTMLResponse:
         "groups": GROUPED,
         "settings": state["settings"],
         "preset_list": controller.store.list(),
+        "ab_job": controller.ab.job,
+        "ab_limits": (MAX_PAIRS, MAX_TOKENS),
         "charts": CHARTS,
         "columns": COLUMNS,
         "levels": HEAT_LEVELS,
@@ -118,6 +122,45 @@ def diff_preset(name: PresetName, request: Request, controller: ControllerDep) -
     except (PresetError, SettingsError) as err:
         return _html(f'<p class="error">{escape(str(err))}</p>')
     return _html(_macros("presets.html", request).diff(name, rows))
+
+
+def _ab_status(request: Request, controller: Controller, message: str | None = None,
+               error: bool = False) -> HTMLResponse:
+    status = _macros("ab.html", request).status
+    return _html(status(controller.ab.job, message, error))
+
+
+def _count(values: dict[str, str], name: str, least: int, most: int) -> int:
+    try:
+        value = int(values.get(name, ""))
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number from {least} to {most}") from None
+    if not least <= value <= most:
+        raise ValueError(f"{name} = {value}: must be from {least} to {most}")
+    return value
+
+
+@router.post("/ui/ab", response_class=HTMLResponse)
+def start_ab(values: FormDep, request: Request, controller: ControllerDep) -> HTMLResponse:
+    """Starts an A/B of two presets; a rejection comes back as a message above the status
+    of the latest A/B, and starts nothing."""
+    try:
+        a, b = (known(controller.store, preset_name(values.get(arm, ""))).name
+                for arm in ("a", "b"))
+        pairs = _count(values, "pairs", 1, MAX_PAIRS)
+        tokens = _count(values, "tokens", 8, MAX_TOKENS)
+        controller.ab.start(a, b, pairs, tokens)
+    except HTTPException as err:  # from the preset name checks of the API
+        return _ab_status(request, controller, err.detail, error=True)
+    except (PresetError, ValueError) as err:  # a broken preset, bad counts, one running
+        return _ab_status(request, controller, str(err), error=True)
+    return _ab_status(request, controller)
+
+
+@router.get("/ui/ab", response_class=HTMLResponse)
+def ab_status(request: Request, controller: ControllerDep) -> HTMLResponse:
+    """The latest A/B's progress and result; it polls itself while the A/B runs."""
+    return _ab_status(request, controller)
 
 
 @router.websocket("/ui/ws", dependencies=[Depends(require_same_origin)])

@@ -1,0 +1,57 @@
+"""The dashboard's A/B panel without a browser: start through the fragment, poll, read."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+
+def poll(url: str, timeout: float = 60.0) -> str:
+    """The status fragment once it has stopped polling itself (the A/B is over)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        html = httpx.get(f"{url}/ui/ab").text
+        if 'hx-trigger="every 1s"' not in html:
+            return html
+        assert time.monotonic() < deadline, html
+        time.sleep(0.2)
+
+
+def test_page_has_the_ab_form(live):
+    html = httpx.get(f"{live.url}/").text
+    assert 'hx-post="/ui/ab"' in html
+    assert "<option selected>baseline</option>" in html
+    assert "the live session is paused during the A/B" in html
+
+
+def test_ab_from_the_panel(live):
+    r = httpx.post(f"{live.url}/ui/ab", data={"a": "baseline", "b": "2q", "pairs": "1",
+                                              "tokens": "16"})
+    assert r.status_code == 200
+    assert 'hx-trigger="every 1s"' in r.text and "of 3" in r.text
+    assert "the live session is paused" in r.text
+    busy = httpx.post(f"{live.url}/ui/ab", data={"a": "baseline", "b": "2q", "pairs": "1",
+                                                 "tokens": "16"})
+    assert "already running" in busy.text
+    html = poll(live.url)
+    job = live.controller.ab.job
+    assert job.state == "done", job.error
+    assert 'id="ab-verdict"' in html and job.result["verdict"].split(":")[0] in html
+    assert html.count("<td><code>") == 3  # one row per run, with its output hash
+    for run in job.runs:
+        assert run["output_hash"] in html
+    assert "decode_2q False -> True" in html
+    assert f"{job.result['drift']:+.3f}" in html
+
+
+def test_ab_bad_input_gives_a_message_and_starts_nothing(live):
+    for data, message in (
+            ({"a": "baseline", "b": "nope", "pairs": "1", "tokens": "16"}, "no preset named"),
+            ({"a": "../x", "b": "2q", "pairs": "1", "tokens": "16"}, "x"),
+            ({"a": "baseline", "b": "2q", "pairs": "99", "tokens": "16"}, "pairs = 99"),
+            ({"a": "baseline", "b": "2q", "pairs": "1", "tokens": "many"}, "tokens must be")):
+        r = httpx.post(f"{live.url}/ui/ab", data=data)
+        assert r.status_code == 200 and 'class="error"' in r.text and message in r.text
+    assert live.controller.ab.job is None
+    assert live.session.state == "running"
