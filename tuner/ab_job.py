@@ -13,7 +13,14 @@ from tuner.measure.compare import schedule
 
 log = logging.getLogger(__name__)
 
-MAX_PAIRS, MAX_TOKENS = 8, 4096
+PAIRS = (1, 8)  # allowed range of A B pairs before the sentinel
+TOKENS = (8, 4096)  # allowed range of tokens per run
+
+
+def check_counts(pairs: int, tokens: int) -> None:
+    for name, value, (least, most) in (("pairs", pairs, PAIRS), ("tokens", tokens, TOKENS)):
+        if not least <= value <= most:
+            raise ValueError(f"{name} = {value}: must be from {least} to {most}")
 
 
 @dataclass
@@ -41,8 +48,9 @@ class ABRunner:
         self._lock = threading.Lock()
 
     def start(self, a: str, b: str, pairs: int = 2, tokens: int = 64) -> ABJob:
-        """Raises PresetError for a preset that cannot be read and ValueError while another
-        A/B runs; nothing starts then. The caller checks pairs and tokens."""
+        """Raises PresetError for a preset that cannot be read, ValueError for counts out of
+        range or while another A/B runs; nothing starts then."""
+        check_counts(pairs, tokens)
         ctl = self.controller
         sa, sb = ctl.preset_settings(a), ctl.preset_settings(b)
         with self._lock:
