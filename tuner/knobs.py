@@ -173,7 +173,8 @@ KNOBS: tuple[Knob, ...] = (
          "tokens per conversation before the session starts the next prompt", "session",
          "-", 8, 65536, unit="tokens", restart=True),
     Knob("window", "STRATA_WINDOW", int, 64,
-         "sliding window of the windowed counters", "session", "-", 1, 100_000,
+         "sliding window of the windowed counters (each token keeps a copy of the "
+         "counters)", "session", "-", 1, 4096,
          unit="tokens", restart=True),
 )
 
