@@ -7,6 +7,7 @@ import sys
 
 from tuner.cli import add_knob_flags, print_json, settings_from_args
 from tuner.measure.ab import arm_settings, run_ab
+from tuner.measure.report import knob_change, result_lines
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,8 +47,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _print(r: dict) -> None:
-    diff = ", ".join(f"{d['knob']} {d['a']!r} -> {d['b']!r}" for d in r["knob_diff"])
-    print(f"A = {r['labels']['A']}, B = {r['labels']['B']} ({diff or 'identical settings'}); "
+    print(f"A = {r['labels']['A']}, B = {r['labels']['B']} ({knob_change(r)}); "
           f"{r['model']}, {r['tokens']} tokens per run, {r['pairs']} pairs + sentinel A, "
           f"{r['warmup_runs']} warm-up run(s) of A not counted")
     print(f"start state: {r['start_state']}")
@@ -55,17 +55,4 @@ def _print(r: dict) -> None:
     for run in r["runs"]:
         print(f"{run['run']:>3} {run['arm']:>3} {run['ms_per_token']:>9.3f} "
               f"{run['hit_rate']:>7.2f} {run['bytes_per_token']:>12} {run['output_hash']}")
-    for arm in ("A", "B"):
-        s = r["arms"][arm]
-        stdev = "-" if s["stdev"] is None else f"{s['stdev']:.3f}"
-        same = ("identical in every run" if s["identical"] else
-                f"NOT identical across runs ({', '.join(s['differ'])} differ)")
-        print(f"arm {arm}: {s['mean']:.3f} ms/token mean, stdev {stdev} over {len(s['runs'])} "
-              f"runs; hit rate {s['hit_rate']} %, {s['bytes_per_token']} bytes/token: {same}")
-    for p in r["pair_diffs"]:
-        print(f"pair {p['pair']}: B - A = {p['diff']:+.3f} ms/token ({p['pct']:+.1f} %), "
-              f"{p['sign']}")
-    print(f"mean difference B - A {r['diff']:+.3f} ms/token ({r['diff_pct']:+.1f} %); drift "
-          f"sentinel A - first A {r['drift']:+.3f} ms/token ({r['drift_pct']:+.1f} %); spread "
-          f"{r['spread']:.3f} ms/token (the largest stdev of the arms' runs and of the pairs)")
-    print(f"verdict: {r['verdict']}")
+    print("\n".join(result_lines(r)))

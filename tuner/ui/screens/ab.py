@@ -11,14 +11,11 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from tuner.measure.report import knob_change, result_lines
 from tuner.ui.backend import BackendError
 
 if TYPE_CHECKING:
     from tuner.ui.app import TunerApp
-
-
-def pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.1f} %"
 
 
 def heading(job: dict[str, Any]) -> str:
@@ -39,22 +36,7 @@ def progress(job: dict[str, Any]) -> str:
 
 def summary(r: dict[str, Any]) -> str:
     """The result below the runs, line for line as `tuner ab` prints it."""
-    diff = ", ".join(f"{d['knob']} {d['a']!r} -> {d['b']!r}" for d in r["knob_diff"])
-    lines = [f"knobs B - A: {diff or 'identical settings'}"]
-    for arm in ("A", "B"):
-        s = r["arms"][arm]
-        stdev = "-" if s["stdev"] is None else f"{s['stdev']:.3f}"
-        same = ("identical in every run" if s["identical"] else
-                f"NOT identical across runs ({', '.join(s['differ'])} differ)")
-        lines.append(f"arm {arm}: {s['mean']:.3f} ms/token mean, stdev {stdev} over "
-                     f"{len(s['runs'])} runs; {same}")
-    lines += [f"pair {p['pair']}: B - A = {p['diff']:+.3f} ms/token ({pct(p['pct'])}), "
-              f"{p['sign']}" for p in r["pair_diffs"]]
-    lines.append(f"mean difference B - A {r['diff']:+.3f} ms/token ({pct(r['diff_pct'])}); "
-                 f"drift sentinel A - first A {r['drift']:+.3f} ms/token "
-                 f"({pct(r['drift_pct'])}); spread {r['spread']:.3f} ms/token")
-    lines.append(f"verdict: {r['verdict']}")
-    return "\n".join(lines)
+    return "\n".join([f"knobs B - A: {knob_change(r)}", *result_lines(r)])
 
 
 class ABScreen(Screen):

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
+
+from tuner.ui.screens.dialog import Dialog
 
 # (a, b, pairs, tokens)
 ABRequest = tuple[str, str, int, int]
 
 
-class ABDialog(ModalScreen[ABRequest | None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-
+class ABDialog(Dialog[ABRequest | None]):
     def __init__(self, a: str = "baseline", b: str = "", pairs: int = 2, tokens: int = 64):
         super().__init__()
         self.defaults = (a, b, pairs, tokens)
@@ -43,15 +39,6 @@ class ABDialog(ModalScreen[ABRequest | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self._done()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "start":
-            self._done()
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
     def _done(self) -> None:
         # Names and ranges are checked by the engine or the server, whose messages say

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
+from tuner.ui.screens.dialog import Dialog
 
-class SavePresetScreen(ModalScreen[tuple[str, str] | None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
+class SavePresetScreen(Dialog[tuple[str, str] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="save-dialog", classes="dialog"):
             yield Label("Save the current settings as a preset", classes="dialog-title")
@@ -28,15 +24,6 @@ class SavePresetScreen(ModalScreen[tuple[str, str] | None]):
             self.query_one("#preset-description", Input).focus()
         else:
             self._done()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "save":
-            self._done()
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
     def _done(self) -> None:
         # The name is checked by the preset store, whose message says what a name may be.
