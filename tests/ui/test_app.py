@@ -218,7 +218,9 @@ async def test_repaints_at_its_own_rate_from_the_newest_snapshot(embedded):
         start, t0 = len(taken), time.monotonic()
         await pilot.pause(1.5)
         calls, elapsed = len(taken) - start, time.monotonic() - t0
-    assert 0 < calls <= 4 * elapsed + 1
+    # a UI that painted every snapshot would take hundreds; the slack covers a timer tick
+    # that lands on either edge of the measured span and the paint of the first screen
+    assert 0 < calls <= 4 * elapsed + 3
 
 
 async def test_the_remote_app_shows_the_same_screens(remote, controller):
