@@ -158,6 +158,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob("cpu_gbps", "STRATA_CPU_GBPS", float, 0.0,
          "emulated CPU-site expert bandwidth (0 = real speed)", "hardware", S002, 0.0, 1e4,
          unit="GB/s"),
+    # One token's matrices are small: splitting them over threads costs more than it
+    # saves on a small machine (on 2 cores one thread decodes the demo model about 20 %
+    # faster than two), and the cores are also wanted by the readers and the UIs.
+    Knob("threads", "STRATA_THREADS", int, 1,
+         "compute threads of the thread that decodes (torch intra-op threads; 0 = torch's "
+         "default, one per core)", "hardware", "-", 0, 1024),
     # session
     Knob("model", "STRATA_MODEL", str, "",
          "model folder (empty = the embedded default model)", "session", "-", restart=True),

@@ -13,6 +13,7 @@ import torch
 
 from tuner.engine.counters import COUNTERS, PF_CLASSES
 from tuner.engine.session import Session
+from tuner.knobs import Config
 
 TOKENS = 120
 
@@ -230,3 +231,10 @@ def test_run_command_prints_output_ids(tiny_model, capsys):
     assert len(out["output_ids"]) == 3 and out["tokens"] == 6
     assert {"schema", "output_hash", "settings_version", "settings", "totals", "layers"} <= \
         out.keys()
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_the_thread_count_changes_speed_not_output(small_model, run, threads):
+    """At real layer shapes, where a kernel could split its sums over threads."""
+    cfg = Config(model=str(small_model), expert_cache=6, device="cpu")
+    assert run(replace(cfg, threads=threads), 40)["output_hash"] == run(cfg, 40)["output_hash"]

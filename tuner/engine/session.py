@@ -61,6 +61,15 @@ def load_tokenizer(folder: Path):
     return Tokenizer.from_file(str(path))
 
 
+TORCH_THREADS = torch.get_num_threads()  # torch's own default, before anything changed it
+
+
+def use_threads(n: int) -> None:
+    """`n` intra-op threads for torch work on the calling thread (0: torch's default).
+    OpenMP keeps the count per thread, so the thread that decodes sets it itself."""
+    torch.set_num_threads(n or TORCH_THREADS)
+
+
 def model_folder(cfg) -> Path:
     return Path(cfg.model) if cfg.model else synth.ensure()
 
@@ -170,6 +179,7 @@ class Session:
         self.engine.close()
 
     def _loop(self) -> None:
+        use_threads(self.cfg.threads)
         while True:
             with self._lock:
                 if self._stop:
@@ -216,6 +226,8 @@ class Session:
             else:
                 self.cfg = cfg
                 self.engine.apply_live(cfg)
+            if "threads" in changed:
+                use_threads(self.cfg.threads)
             with self._lock:
                 self.changes.append({"version": version, "token": self.tokens,
                                      "changed": changed, "rebuilt": rebuilt and not rejected,
@@ -227,6 +239,7 @@ class Session:
 
     def run(self, tokens: int) -> None:
         """Decodes `tokens` tokens on the calling thread, then settles speculation."""
+        use_threads(self.cfg.threads)
         for _ in range(tokens):
             with self._lock:
                 boundary = self._boundary_locked()
