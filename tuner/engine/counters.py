@@ -118,8 +118,8 @@ class Counters:
 
     def rows(self, counts: np.ndarray, resident: list[int]) -> list[dict]:
         out = []
-        for layer in range(self.layers):
-            c = counts[layer]
+        # Python floats: indexing a numpy array element by element costs more than the rest
+        for layer, c in enumerate(counts.tolist()):
             row: dict = {"layer": layer}
             row.update({col.name: _round(c[i]) for i, col in enumerate(COUNTERS)})
             row["hit_rate"] = _pct(c[IDX["hits"]], c[IDX["lookups"]])
@@ -136,7 +136,7 @@ class Counters:
 
     def totals(self, counts: np.ndarray, tokens: int, seconds: float,
                resident: list[int]) -> dict:
-        s = counts.sum(axis=0)
+        s = counts.sum(axis=0).tolist()
         t = {col.name: _round(s[i]) for i, col in enumerate(COUNTERS)}
         issued = s[IDX["pf_issued"]]
         useful = s[IDX["pf_late"]] + s[IDX["pf_timely"]]

@@ -61,6 +61,6 @@ class LayersScreen(SnapshotScreen):
         table.sort_by(table.cursor_column_name)
         self.app.repaint(force=True)
 
-    def on_data_table_header_selected(self, event: LayerTable.HeaderSelected) -> None:
-        self.query_one(LayerTable).sort_by(event.column_key.value)
+    def on_layer_table_header_selected(self, event: LayerTable.HeaderSelected) -> None:
+        self.query_one(LayerTable).sort_by(event.column)
         self.app.repaint(force=True)

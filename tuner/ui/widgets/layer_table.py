@@ -1,22 +1,30 @@
-"""The per-layer counters as a table: one keyed row per layer, updated in place.
+"""The per-layer counters as a table: one line per layer, drawn with Textual's line API.
 
 Columns come from the engine's counter tables (`DERIVED` rates first, then the raw
-`COUNTERS`), with fixed widths so an update never re-measures the table. They are shown
-one unit at a time (rates, expert counts, times, bytes, predictor routings) or all at
-once: a DataTable renders every column of every visible row again after any update, so the
-number of columns shown is what a repaint costs. Each cell is shaded by its place between
-the smallest and largest value of its column, and only cells whose text or shade changed
-are written.
+`COUNTERS`), with fixed widths. They are shown one unit at a time (rates, expert counts,
+times, bytes, predictor routings) or all at once. Each cell is shaded by its place
+between the smallest and largest value of its column.
+
+A DataTable renders every cell of every visible row again after any update, which at 64
+layers cost the engine a seventh of its speed in the embedded mode. Here each row is kept
+as one ready-made strip of segments, a row is rebuilt only when its text or shades
+changed, and only the screen lines of changed rows are refreshed.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
 from textual.color import Color
-from textual.widgets import DataTable
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from tuner.engine.counters import COUNTERS, DERIVED, Column
 from tuner.format import figure, levels
@@ -27,6 +35,9 @@ ALL = "all"
 # The column sets, in the order the columns come: one per unit, then all of them.
 COLUMN_SETS: tuple[str, ...] = (*dict.fromkeys(c.unit for c in COLUMNS[1:]), ALL)
 SHADES = 6
+PAD = 1  # blank cells on each side of a column
+
+Cell = tuple[str, int | None]  # the text shown and its shade (None: not shaded)
 
 
 def width(column: Column) -> int:
@@ -37,81 +48,149 @@ def columns_of(column_set: str) -> tuple[Column, ...]:
     return tuple(c for c in COLUMNS if c is LAYER or column_set in (ALL, c.unit))
 
 
-class LayerTable(DataTable):
+def fit(text: str, cells: int) -> str:
+    """`text` right-aligned in `cells`, cut with an ellipsis when it does not fit."""
+    return text.rjust(cells) if len(text) <= cells else text[:cells - 1] + "…"
+
+
+class LayerTable(ScrollView, can_focus=True):
+    """One row per layer of the newest snapshot; the header stays on top when the rows
+    scroll. Left and right move the column cursor, which `sort_by` and the screen use."""
+
+    DEFAULT_CSS = """
+    LayerTable {
+        background: $surface;
+        color: $foreground;
+    }
+    LayerTable > .layer-table--header {
+        background: $panel;
+        color: $foreground;
+        text-style: bold;
+    }
+    LayerTable > .layer-table--cursor {
+        background: $block-cursor-blurred-background;
+        text-style: bold;
+    }
+    LayerTable:focus > .layer-table--cursor {
+        background: $block-cursor-background;
+        color: $block-cursor-foreground;
+    }
+    """
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"layer-table--header", "layer-table--cursor"}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("left", "cursor(-1)", "Column left", show=False),
+        Binding("right", "cursor(1)", "Column right", show=False),
+    ]
+
+    cursor_column: reactive[int] = reactive(0)
+
+    class HeaderSelected(Message):
+        """The header of `column` was clicked."""
+
+        def __init__(self, column: str):
+            super().__init__()
+            self.column = column
+
     def __init__(self, **kwargs: Any):
-        super().__init__(cursor_type="cell", **kwargs)
+        super().__init__(**kwargs)
         self.sort_column: str | None = None
         self.largest_first = True
         self.column_set = COLUMN_SETS[0]
         self.shown_columns: tuple[Column, ...] = ()
+        self._edges: list[int] = []  # where each shown column starts, and the end
         self._values: dict[int, dict[str, Any]] = {}  # layer -> column -> raw value
-        self._shown: dict[tuple[int, str], tuple[str, int | None]] = {}
-        self._shades: list[Style] = []
+        self._cells: dict[int, tuple[Cell, ...]] = {}  # layer -> what its row shows
+        self._strips: dict[int, Strip] = {}  # layer -> its row, drawn
+        self._order: list[int] = []  # the layers top to bottom
+        self._base = Style()  # the widget's own colours, under every cell
+        self._shades: list[Style] = []  # empty: to be made from the theme before drawing
         self.show_column_set(self.column_set)
 
-    def on_mount(self) -> None:
-        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._make_shades())
+    # -- what the table holds ----------------------------------------------------------
+    @property
+    def rows(self) -> list[int]:
+        """The layers, top to bottom."""
+        return list(self._order)
 
-    def _make_shades(self) -> None:
-        variables = self.app.theme_variables
-        low = Color.parse(variables.get("surface", "black"))
-        high = Color.parse(variables.get("accent", "orange"))
-        self._shades = [Style(bgcolor=low.blend(high, 0.08 + 0.5 * i / (SHADES - 1)).rich_color)
-                        for i in range(SHADES)]
-        self._shown.clear()  # every cell is rewritten in the new colours
+    @property
+    def row_count(self) -> int:
+        return len(self._order)
 
+    def texts(self, layer: int) -> tuple[str, ...]:
+        """What the row of `layer` shows, column by column."""
+        return tuple(text for text, _ in self._cells[layer])
+
+    def text(self, layer: int, column: str) -> str:
+        names = [c.name for c in self.shown_columns]
+        return self._cells[layer][names.index(column)][0]
+
+    @property
+    def cursor_column_name(self) -> str:
+        return self.shown_columns[self.cursor_column].name
+
+    # -- columns -----------------------------------------------------------------------
     def show_column_set(self, column_set: str) -> None:
         """Shows the layer and the columns of `column_set` (a unit, or "all")."""
         self.column_set = column_set
         self.shown_columns = columns_of(column_set)
-        self.clear(columns=True)
-        self._shown.clear()
+        self._edges = [0]
         for column in self.shown_columns:
-            self.add_column(column.name, width=width(column), key=column.name)
+            self._edges.append(self._edges[-1] + width(column) + 2 * PAD)
+        self.cursor_column = min(self.cursor_column, len(self.shown_columns) - 1)
+        self._cells.clear()
+        self._strips.clear()
+        self._resize()
+        self.refresh()
 
     def next_column_set(self) -> None:
         index = COLUMN_SETS.index(self.column_set)
         self.show_column_set(COLUMN_SETS[(index + 1) % len(COLUMN_SETS)])
 
+    def column_at(self, x: int) -> int | None:
+        """The index of the shown column at content offset `x`."""
+        for index, (start, end) in enumerate(zip(self._edges, self._edges[1:])):
+            if start <= x < end:
+                return index
+        return None
+
+    # -- rows --------------------------------------------------------------------------
     def show(self, rows: list[dict[str, Any]]) -> None:
         """Rows of the snapshot's `layers`; a column the engine did not send (a server of
         another version) shows as not measured."""
-        if not self._shades:
-            self._make_shades()
         self._values = {row["layer"]: row for row in rows}
-        self._match_rows()
-        for column in self.shown_columns:
-            shade = (levels((row.get(column.name) for row in rows), SHADES)
-                     if column is not LAYER else [None] * len(rows))
-            for row, level in zip(rows, shade):
-                self._write(row["layer"], column, row.get(column.name), level)
-        if self.sort_column:
-            self._sort()
-
-    def _match_rows(self) -> None:
-        """One row per layer of the model (a rebuilt engine may have another model)."""
-        present = {int(key.value) for key in self.rows}
-        for layer in present - self._values.keys():
-            self.remove_row(str(layer))
-            self._shown = {k: v for k, v in self._shown.items() if k[0] != layer}
-        for layer in sorted(self._values.keys() - present):
-            self.add_row(*(Text("") for _ in self.shown_columns), key=str(layer))
-
-    def _write(self, layer: int, column: Column, value: Any, level: int | None) -> None:
-        text = figure(value, column.unit)
-        if self._shown.get((layer, column.name)) == (text, level):
+        shades = [levels((row.get(c.name) for row in rows), SHADES) if c is not LAYER
+                  else [None] * len(rows) for c in self.shown_columns]
+        changed = set(self._cells.keys() - self._values.keys())
+        for i, row in enumerate(rows):
+            cells = tuple((figure(row.get(c.name), c.unit), shade[i])
+                          for c, shade in zip(self.shown_columns, shades))
+            layer = row["layer"]
+            if self._cells.get(layer) != cells:
+                self._cells[layer] = cells
+                self._strips.pop(layer, None)
+                changed.add(layer)
+        for layer in self._cells.keys() - self._values.keys():  # a rebuilt, smaller model
+            del self._cells[layer]
+            self._strips.pop(layer, None)
+        old = self._order
+        self._order = self._sorted(self._values)
+        if len(old) != len(self._order):
+            self._resize()
+            self.refresh()
             return
-        self._shown[(layer, column.name)] = (text, level)
-        if column is LAYER:  # kept as a number: sorting finds each row's layer through it
-            self.update_cell(str(layer), column.name, value)
-            return
-        style = self._shades[level] if level is not None else Style()
-        self.update_cell(str(layer), column.name, Text(text, style=style, justify="right"))
+        self._refresh_rows([line for line, (was, now) in enumerate(zip(old, self._order))
+                            if was != now or now in changed])
 
-    # -- sorting -----------------------------------------------------------------------
-    @property
-    def cursor_column_name(self) -> str:
-        return self.shown_columns[self.cursor_column].name
+    def _sorted(self, layers: Any) -> list[int]:
+        if not self.sort_column:
+            return sorted(layers)
+        column, sign = self.sort_column, -1 if self.largest_first else 1
+
+        def order(layer: int) -> tuple[bool, float, int]:
+            value = self._values[layer].get(column)
+            return (value is None, 0 if value is None else sign * value, layer)
+
+        return sorted(layers, key=order)
 
     def sort_by(self, column: str) -> None:
         """Sorts by `column`, largest first; the same column again flips the order."""
@@ -119,13 +198,87 @@ class LayerTable(DataTable):
             self.largest_first = not self.largest_first
         else:
             self.sort_column, self.largest_first = column, column != LAYER.name
-        self._sort()
+        self._order = self._sorted(self._values)
+        self.refresh()
 
-    def _sort(self) -> None:
-        column, sign = self.sort_column, -1 if self.largest_first else 1
+    # -- drawing -----------------------------------------------------------------------
+    def _resize(self) -> None:
+        self.virtual_size = Size(self._edges[-1], 1 + len(self._order))
 
-        def order(layer: int) -> tuple[bool, float]:
-            value = self._values[layer].get(column)
-            return (value is None, 0 if value is None else sign * value)
+    def _refresh_rows(self, lines: list[int]) -> None:
+        """Redraws the screen lines from the first to the last of the rows at `lines`."""
+        shown = [y for y in (1 + line - self.scroll_offset.y for line in lines)
+                 if 1 <= y < self.size.height]  # the header takes the widget's first line
+        if shown:
+            self.refresh(Region(0, shown[0], self.size.width, shown[-1] - shown[0] + 1))
 
-        self.sort(LAYER.name, key=order)
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._shades = []  # a new theme or focus state: every row is drawn again
+        self._strips.clear()
+
+    def watch_cursor_column(self) -> None:
+        self.refresh(Region(0, 0, self.size.width, 1))
+
+    def _make_styles(self) -> None:
+        base = self._base = self.rich_style
+        low = Color.parse(self.app.theme_variables.get("surface", "black"))
+        high = Color.parse(self.app.theme_variables.get("accent", "orange"))
+        self._shades = [base + Style(bgcolor=low.blend(high, 0.08 + 0.5 * i / (SHADES - 1))
+                                     .rich_color) for i in range(SHADES)]
+
+    def _header(self) -> Strip:
+        header = self.get_component_rich_style("layer-table--header")
+        cursor = header + self.get_component_rich_style("layer-table--cursor")
+        return Strip([Segment(" " * PAD + fit(c.name, width(c)) + " " * PAD,
+                              cursor if i == self.cursor_column else header)
+                      for i, c in enumerate(self.shown_columns)], self._edges[-1])
+
+    def _row(self, layer: int) -> Strip:
+        strip = self._strips.get(layer)
+        if strip is None:
+            base, pad = self._base, " " * PAD
+            segments = []
+            for c, (text, level) in zip(self.shown_columns, self._cells[layer]):
+                # the padding stays unshaded, so neighbouring columns stay apart
+                segments += [Segment(pad, base),
+                             Segment(fit(text, width(c)),
+                                     base if level is None else self._shades[level]),
+                             Segment(pad, base)]
+            strip = self._strips[layer] = Strip(segments, self._edges[-1])
+        return strip
+
+    def render_line(self, y: int) -> Strip:
+        if not self._shades:
+            self._make_styles()
+        scroll_x, scroll_y = self.scroll_offset
+        line = y - 1 + scroll_y
+        if y == 0:
+            strip = self._header()
+        elif line < len(self._order) and self._order[line] in self._cells:
+            strip = self._row(self._order[line])
+        else:
+            return Strip.blank(self.size.width, self._base)
+        return strip.crop_extend(scroll_x, scroll_x + self.size.width, self._base)
+
+    # -- input -------------------------------------------------------------------------
+    def action_cursor(self, step: int) -> None:
+        self.cursor_column = max(0, min(len(self.shown_columns) - 1, self.cursor_column + step))
+        # keep the cursor's column in view
+        start, end = self._edges[self.cursor_column], self._edges[self.cursor_column + 1]
+        shown = self.scrollable_content_region.width
+        if start < self.scroll_offset.x:
+            self.scroll_to(x=start, animate=False, immediate=True)
+        elif end > self.scroll_offset.x + shown:
+            self.scroll_to(x=end - shown, animate=False, immediate=True)
+
+    def move_cursor(self, column: int) -> None:
+        self.cursor_column = max(0, min(len(self.shown_columns) - 1, column))
+
+    def on_click(self, event: events.Click) -> None:
+        index = self.column_at(event.x + self.scroll_offset.x)
+        if index is None:
+            return
+        self.cursor_column = index
+        if event.y == 0:
+            self.post_message(self.HeaderSelected(self.shown_columns[index].name))
