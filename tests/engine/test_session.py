@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -238,3 +239,16 @@ def test_the_thread_count_changes_speed_not_output(small_model, run, threads):
     """At real layer shapes, where a kernel could split its sums over threads."""
     cfg = Config(model=str(small_model), expert_cache=6, device="cpu")
     assert run(replace(cfg, threads=threads), 40)["output_hash"] == run(cfg, 40)["output_hash"]
+
+
+def test_wait_tokens_returns_once_counted_and_gives_up_when_stopped(tiny_config):
+    session = Session(tiny_config)
+    session.start()
+    try:
+        assert session.wait_tokens(20, timeout=60)
+        assert session.tokens >= 20
+    finally:
+        session.stop()
+    t0 = time.monotonic()
+    assert not session.wait_tokens(10**9, timeout=60)  # a stopped session never gets there
+    assert time.monotonic() - t0 < 5

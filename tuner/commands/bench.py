@@ -8,7 +8,7 @@ from tuner.cli import add_knob_flags, print_json, settings_from_args
 from tuner.measure import bench
 from tuner.settings import to_config
 
-SECTIONS = ("read", "machinery", "telemetry", "link", "sites", "peer")
+SECTIONS = ("read", "machinery", "telemetry", "link", "sites", "peer", "ui")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,12 +17,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"comma-separated sections of {', '.join(SECTIONS)} (default "
                         "read,machinery,telemetry,link; link needs a GPU; sites emulates the "
                         "link_gbps and cpu_gbps of a preset such as seed002-x4, or runs the "
-                        "real sites when both are 0; peer needs transformers and accelerate)")
-    p.add_argument("--tokens", type=int, default=64, help="tokens per measurement")
+                        "real sites when both are 0; peer needs transformers and accelerate; "
+                        "ui runs the terminal UI, embedded and connected, against none)")
+    p.add_argument("--tokens", type=int,
+                   help="tokens per measurement (default 64; for ui, 160 a phase)")
     p.add_argument("--fracs", default="0,0.1,0.171,0.25,0.4,0.6,0.8,1",
                    help="pcie_frac values of the sites sweep")
     p.add_argument("--scale", type=float, default=0.1,
                    help="multiplies the emulated link and CPU bandwidths of the sites sweep")
+    p.add_argument("--rounds", type=int, default=4,
+                   help="rounds of no UI / embedded / connected phases of the ui section "
+                        "(default 4)")
     p.add_argument("--json", action="store_true")
     add_knob_flags(p)
     p.set_defaults(func=main)
@@ -34,23 +39,35 @@ def main(args: argparse.Namespace) -> int:
     if unknown:
         raise SystemExit(f"tuner bench: unknown section(s) {sorted(unknown)}; "
                          f"allowed: {', '.join(SECTIONS)}")
-    cfg = to_config(settings_from_args(args))
+    settings = settings_from_args(args)
+    cfg = to_config(settings)
+    if args.tokens is not None and args.tokens < 1:
+        raise SystemExit(f"tuner bench: --tokens must be >= 1, got {args.tokens}")
+    tokens = args.tokens or 64
     out = {"machine": bench.describe(cfg)}
     if "read" in sections:
-        out["read"] = bench.read_bandwidth(cfg, args.tokens)
+        out["read"] = bench.read_bandwidth(cfg, tokens)
     if "machinery" in sections:
-        out["machinery"] = bench.machinery(cfg, args.tokens)
+        out["machinery"] = bench.machinery(cfg, tokens)
     if "telemetry" in sections:
         from tuner.measure.telemetry import telemetry
 
         out["telemetry"] = telemetry(cfg)
     if "link" in sections:
-        out["link"] = bench.link_bandwidth(cfg, args.tokens)
+        out["link"] = bench.link_bandwidth(cfg, tokens)
     if "peer" in sections:
-        out["peer"] = bench.peer(cfg, args.tokens)
+        out["peer"] = bench.peer(cfg, tokens)
     if "sites" in sections:
         fracs = [float(f) for f in args.fracs.split(",")]
-        out["sites"] = bench.sites_sweep(cfg, fracs, args.tokens, args.scale)
+        out["sites"] = bench.sites_sweep(cfg, fracs, tokens, args.scale)
+    if "ui" in sections:
+        from tuner.ui.bench import measure_ui_overhead
+
+        try:
+            out["ui"] = measure_ui_overhead(settings, tokens=args.tokens or 160,
+                                            rounds=args.rounds)
+        except ValueError as err:
+            raise SystemExit(f"tuner bench: --tokens/--rounds: {err}") from None
     if args.json:
         print_json(out)
     else:
@@ -88,6 +105,10 @@ def _print(out: dict) -> None:
               f"peer: engine {r['engine_tok_s']} tok/s / {r['peer']} {r['peer_tok_s']} tok/s "
               f"= {r['ratio']} at {r['budget_bytes']} bytes of fast memory; same tokens: "
               f"{r['same_tokens']}")
+    if "ui" in out:
+        from tuner.ui.bench import lines
+
+        print("ui: " + "\n    ".join(lines(out["ui"])))
     if "sites" in out:
         s = out["sites"]
         print(f"sites: link {s['link_gbps']} GB/s, CPU {s['cpu_gbps']} GB/s (scale "

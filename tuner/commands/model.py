@@ -17,7 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("model", help="make the demo model or measure a model's routing")
     msub = p.add_subparsers(dest="model_command", required=True)
     make = msub.add_parser("make", help="write the deterministic demo model (no download)")
-    make.add_argument("--tiny", action="store_true", help="the tiny test model instead")
+    which = make.add_mutually_exclusive_group()
+    which.add_argument("--tiny", action="store_true", help="the tiny test model instead")
+    which.add_argument("--deep", action="store_true",
+                       help="a 64-layer model of small experts instead (for the UI benchmark)")
     make.add_argument("--out", type=Path, help="folder (default: the model cache)")
     make.add_argument("--force", action="store_true", help="replace an existing folder")
     make.set_defaults(func=_make)
@@ -29,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _make(args: argparse.Namespace) -> int:
-    recipe = synth.TINY if args.tiny else synth.DEFAULT
+    recipe = synth.TINY if args.tiny else synth.DEEP if args.deep else synth.DEFAULT
     out = args.out or synth.default_model_path(recipe)
     if out.exists() and args.force:
         shutil.rmtree(out)

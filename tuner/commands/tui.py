@@ -20,8 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--refresh-hz", type=_hz, default=DEFAULT_REFRESH_HZ,
                    help="screen repaints per second, whatever the snapshot rate (default "
                         f"{DEFAULT_REFRESH_HZ:g})")
-    p.add_argument("--rate", type=float, default=10.0,
-                   help="snapshots per second asked of the server with --connect (default 10)")
+    p.add_argument("--rate", type=float,
+                   help="snapshots per second asked of the server with --connect (default: "
+                        "the repaint rate; more only makes the server encode snapshots "
+                        "that are never drawn)")
     add_knob_flags(p)
     p.set_defaults(func=main)
 
@@ -54,7 +56,8 @@ def _connected(args: argparse.Namespace) -> int:
     from tuner.ui.app import create_app
     from tuner.ui.remote import RemoteBackend
 
-    app = create_app(RemoteBackend(args.connect, token=args.token, rate=args.rate),
+    rate = args.rate or args.refresh_hz
+    app = create_app(RemoteBackend(args.connect, token=args.token, rate=rate),
                      refresh_hz=args.refresh_hz)
     app.run()
     return app.return_code or 0

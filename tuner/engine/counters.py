@@ -107,6 +107,11 @@ class Counters:
                 self._ring.append((self._cum.copy(), self._tokens, self._seconds))
         self.cur[:] = 0
 
+    @property
+    def tokens(self) -> int:
+        with self._lock:
+            return self._tokens
+
     def read(self, window: bool) -> tuple[np.ndarray, int, float]:
         """(counts [layers, counters], tokens, decode seconds), whole run or window."""
         with self._lock:

@@ -182,6 +182,7 @@ class Session:
         use_threads(self.cfg.threads)
         while True:
             with self._lock:
+                self._lock.notify_all()  # a token was counted (wait_tokens)
                 if self._stop:
                     return
                 boundary = self._boundary_locked()
@@ -295,7 +296,15 @@ class Session:
 
     @property
     def tokens(self) -> int:
-        return self.engine.counters.read(False)[1]
+        return self.engine.counters.tokens
+
+    def wait_tokens(self, n: int, timeout: float | None = None) -> bool:
+        """Waits until the decode thread has counted `n` tokens; False when it stopped,
+        failed or `timeout` seconds passed first."""
+        with self._lock:
+            self._lock.wait_for(lambda: self.tokens >= n or self._stop or bool(self.error),
+                                timeout)
+            return self.tokens >= n
 
     def snapshot(self) -> dict:
         """Plain data: the same dict goes to the websocket, the TUI, --json and /metrics."""

@@ -83,6 +83,10 @@ class Recipe:
 
 
 DEFAULT = Recipe()
+# 64 layers of small experts: a model as deep as the large ones, for the UIs' benchmarks
+DEEP = Recipe(name="strata-deep-64x32", vocab_size=1024, hidden_size=128, num_layers=64,
+              num_heads=2, num_kv_heads=1, head_dim=64, num_experts=32, top_k=4,
+              expert_width=128, topics=16)
 TINY = Recipe(name="strata-tiny-4x16", vocab_size=256, hidden_size=64, num_layers=4,
               num_heads=2, num_kv_heads=1, head_dim=32, num_experts=16, top_k=4,
               expert_width=32, topics=8)

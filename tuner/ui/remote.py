@@ -18,6 +18,7 @@ import httpx
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
+from tuner.ui import DEFAULT_REFRESH_HZ
 from tuner.ui.backend import Backend, BackendError, Rejected, State
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ def _detail(response: httpx.Response) -> Any:
 
 
 class RemoteBackend(Backend):
-    def __init__(self, url: str, token: str | None = None, rate: float = 10.0,
+    def __init__(self, url: str, token: str | None = None, rate: float = DEFAULT_REFRESH_HZ,
                  timeout: float = 60.0):
         self.where = base_url(url)
         self.rate = rate
