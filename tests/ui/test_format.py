@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tuner.format import MISSING, figure, levels
 from tuner.ui.history import HEADLINES, History
+from tuner.ui.widgets.spark import BARS, heights
 
 
 def test_figures_in_their_units():
@@ -38,3 +39,9 @@ def test_history_takes_one_point_per_new_token_count_and_skips_unmeasured():
     assert list(history.points["ms_per_token"]) == [2.0, 3.0, 4.0]
     assert list(history.points["issue_usefulness"]) == []
     assert set(history.points) == {s.key for s in HEADLINES}
+
+
+def test_spark_bars_span_the_smallest_to_the_largest_point():
+    assert heights([]) == []
+    assert heights([1.0, 3.0, 2.0]) == [0, len(BARS) - 1, 4]  # 3.5 rounds to even
+    assert heights([5.0, 5.0]) == [3, 3]  # a flat line sits in the middle

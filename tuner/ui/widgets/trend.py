@@ -6,11 +6,12 @@ from collections.abc import Sequence
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Label, Sparkline
+from textual.widgets import Label
 
 from tuner.format import figure
 from tuner.ui.history import Series
 from tuner.ui.widgets.readout import Readout
+from tuner.ui.widgets.spark import Spark
 
 
 class Trend(Horizontal):
@@ -22,11 +23,11 @@ class Trend(Horizontal):
         yield Label(self.series.label, classes="trend-label")
         yield Readout("-", classes="trend-window")
         yield Readout("-", classes="trend-cumulative")
-        yield Sparkline([], classes="trend-spark")
+        yield Spark(classes="trend-spark")
 
     def show(self, window: float | None, cumulative: float | None,
              points: Sequence[float]) -> None:
         unit = self.series.unit
         self.query_one(".trend-window", Readout).show_text(figure(window, unit))
         self.query_one(".trend-cumulative", Readout).show_text(figure(cumulative, unit))
-        self.query_one(Sparkline).data = list(points)
+        self.query_one(Spark).show(points)
