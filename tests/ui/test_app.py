@@ -19,6 +19,7 @@ from tuner.ui.screens.save_preset import SavePresetScreen
 from tuner.ui.widgets.knob_field import KnobField
 from tuner.ui.widgets.layer_table import LayerTable
 from tuner.ui.widgets.readout import Readout
+from tuner.ui.widgets.status import StatusLine
 from tuner.web.local import listening_socket
 
 pytestmark = pytest.mark.anyio
@@ -204,6 +205,17 @@ async def test_help_screen_and_command_palette(embedded, controller):
         await pilot.pause(0.5)
         await pilot.press("enter")
         await until(lambda: controller.settings.expert_cache == 0, pause=pilot.pause)
+
+
+async def test_a_repaint_while_the_app_closes_is_skipped(embedded):
+    """At exit the screens lose their widgets while the repaint timer still runs."""
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await app.screen.query_one(StatusLine).remove()
+        app.repaint(force=True)  # raised NoMatches once
+        await app.screen.query_one(Readout).remove()
+        app.repaint(force=True)
 
 
 async def test_repaints_at_its_own_rate_from_the_newest_snapshot(embedded):

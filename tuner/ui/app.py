@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 
 from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
 from tuner.ui.backend import Backend, BackendError, State
@@ -105,7 +106,10 @@ class TunerApp(App[int]):
             return
         self._painted = key
         with self.batch_update():
-            screen.paint(snap)
+            try:
+                screen.paint(snap)
+            except NoMatches:  # the app is closing and took the screen's widgets away
+                self._painted = None
 
     # -- actions -----------------------------------------------------------------------
     async def _report(self, operation: Awaitable[None], done: str) -> None:
