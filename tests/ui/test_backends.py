@@ -4,12 +4,16 @@ real `tuner serve` app)."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from tests.ui.conftest import following, stand_in_server, until
 from tuner.knobs import KNOBS
 from tuner.settings import SettingsError, apply
+from tuner.ui.app import create_app
 from tuner.ui.backend import BackendError, Rejected
+from tuner.ui.embedded import GIL_SWITCH_S
 from tuner.ui.remote import RemoteBackend, websocket_url
 from tuner.web.local import serve_in_thread
 
@@ -120,3 +124,12 @@ async def test_remote_server_gone_is_reported_not_fatal(controller):
         with pytest.raises(BackendError, match=url):
             await backend.state()
         await until(lambda: "disconnected" in backend.link)
+
+
+async def test_the_embedded_app_shortens_the_gil_switch_interval_while_it_runs(embedded):
+    before = sys.getswitchinterval()
+    app = create_app(embedded)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S)
+    assert sys.getswitchinterval() == before

@@ -7,7 +7,8 @@ competes with the engine for the cores.
 
 `measure_ui_overhead` times the same work again and again: a fresh session from the same
 settings decodes the same tokens, with no UI, with the embedded UI on each screen and with
-the connected UI on each screen, alternated `rounds` times. How fast an engine decodes
+the connected UI on each screen, alternated `rounds` times (the UI phases in a rotated
+order each round). How fast an engine decodes
 depends on what it decodes (misses, prompt boundaries), so only identical spans compare;
 each UI phase is compared with the phases without a UI before and after it, so a drift of
 the machine's speed touches both sides of every ratio alike.
@@ -169,9 +170,12 @@ def measure_ui_overhead(settings: Settings, tokens: int = 160, rounds: int = 4,
     alone: list[Phase] = []
     runs: list[dict[tuple[str, str], Phase]] = []
     try:
-        for _ in range(rounds):
+        order = [(m, s) for m in modes for s in screens]
+        for r in range(rounds):
             alone.append(phase(None))
-            runs.append({(m, s): phase(m, s) for m in modes for s in screens})
+            # each round starts at another UI phase, so no phase always runs first or last
+            turn = r % len(order)
+            runs.append({key: phase(*key) for key in order[turn:] + order[:turn]})
         alone.append(phase(None))
     finally:
         if ui is not None:
