@@ -18,8 +18,7 @@ from tuner.web.app import create_app
 from tuner.web.local import serve_in_thread
 
 
-def tok_s(session: Session, seconds: float) -> float:
-    """The session's tokens per second over the next `seconds`."""
+def _tok_s(session: Session, seconds: float) -> float:
     start, t0 = session.tokens, time.perf_counter()
     time.sleep(seconds)
     return (session.tokens - start) / (time.perf_counter() - t0)
@@ -71,12 +70,12 @@ def telemetry(cfg: Config, seconds: float = 5.0, clients: int = 10, rate: float 
     try:
         with serve_in_thread(create_app(controller)) as url:
             ws_url = url.replace("http://", "ws://") + "/ws"
-            tok_s(session, 1.0)  # warm
+            _tok_s(session, 1.0)  # warm
             for _ in range(rounds):
-                bare.append(tok_s(session, seconds))
+                bare.append(_tok_s(session, seconds))
                 with _Clients(ws_url, clients, rate) as c:
                     start = list(c.frames)
-                    watched.append(tok_s(session, seconds))
+                    watched.append(_tok_s(session, seconds))
                     frames.append(sum(c.frames) - sum(start))
                 errors += c.errors
     finally:
