@@ -6,6 +6,7 @@ the form. Knob commands go through the Knobs screen, so a rejected value is show
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -23,8 +24,9 @@ Command = tuple[str, str, Callable[[], Any]]  # text, help, callback
 class _Commands(Provider):
     app: TunerApp
 
+    @abstractmethod  # Provider is an ABC: a provider without commands cannot be made
     def commands(self) -> Iterator[Command]:
-        raise NotImplementedError
+        """The palette's commands of this provider, each (text, help, callback)."""
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
