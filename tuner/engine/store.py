@@ -137,11 +137,15 @@ class ReadPool:
     def cancel(self, read: Read) -> None:
         """Drops the read's queued pieces; running pieces finish."""
         with self._cond:
+            cancelled = False
             for p in read.pieces:
                 if p.state == QUEUED:
                     (self._spec if p in self._spec else self._urgent).remove(p)
                     p.state = CANCELLED
-            self._resolve(read)
+                    cancelled = True
+            last = cancelled and self._finished(read)
+        if last:  # otherwise a worker finishes it, or already has
+            self._finish(read)
 
     def achieved_gbps(self) -> float | None:
         """Bytes read per second of time with reads in flight."""
@@ -169,8 +173,20 @@ class ReadPool:
         self._fds.clear()
 
     # -- workers -----------------------------------------------------------------------
-    def _resolve(self, read: Read) -> None:
-        if all(p.state in (DONE, CANCELLED) for p in read.pieces):
+    @staticmethod
+    def _finished(read: Read) -> bool:
+        return all(p.state in (DONE, CANCELLED) for p in read.pieces)
+
+    def _finish(self, read: Read) -> None:
+        """Ends a read once, by whoever ended its last piece: the completion hook for a
+        complete read (the CUDA upload), then `done`. Setting `done` before the hook ran
+        would let the read's buffer be reused while the hook still copies from it."""
+        try:
+            if self.on_complete and read.complete and not read.error:
+                self.on_complete(read)
+        except Exception as err:  # the waiter raises it; the worker lives on
+            read.error = f"after the read: {type(err).__name__}: {err}"
+        finally:
             read.done.set()
 
     def _fd(self, path: str) -> int:
@@ -208,11 +224,9 @@ class ReadPool:
                 self._active -= 1
                 if not self._active:
                     self.busy_s += time.perf_counter() - self._busy_since
-                last = all(p.state in (DONE, CANCELLED) for p in read.pieces)
+                last = self._finished(read)
             if last:
-                if self.on_complete and read.complete and not read.error:
-                    self.on_complete(read)
-                read.done.set()
+                self._finish(read)
 
     def _read(self, piece: Piece, bounce: mmap.mmap | None) -> None:
         fd = self._fd(piece.path)
