@@ -33,6 +33,16 @@ COMMAND_MODULES = (
 )
 
 
+def knob_flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def given_knobs(args: argparse.Namespace) -> dict[str, Any]:
+    """The knob flags given on the command line, by knob name."""
+    return {k.name: getattr(args, f"knob_{k.name}") for k in KNOBS
+            if getattr(args, f"knob_{k.name}", None) is not None}
+
+
 def add_knob_flags(p: argparse.ArgumentParser) -> None:
     """--preset plus one flag per knob (values are validated by the settings model)."""
     p.add_argument("--preset", help="preset name or path to a .toml file")
@@ -40,7 +50,7 @@ def add_knob_flags(p: argparse.ArgumentParser) -> None:
         g = p.add_argument_group(f"{group} knobs")
         for k in (k for k in KNOBS if k.group == group):
             text = f"{k.help} [{k.allowed()}; default {k.default!r}; env {k.env}]"
-            g.add_argument(f"--{k.name.replace('_', '-')}", dest=f"knob_{k.name}",
+            g.add_argument(knob_flag(k.name), dest=f"knob_{k.name}",
                            metavar=k.type.__name__.upper(),
                            help=text.replace("%", "%%"))  # argparse formats help with %
 
@@ -50,9 +60,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     from tuner.presets import resolve
 
     preset = resolve(args.preset).knobs if getattr(args, "preset", None) else {}
-    cli: dict[str, Any] = {k.name: getattr(args, f"knob_{k.name}") for k in KNOBS
-                           if getattr(args, f"knob_{k.name}", None) is not None}
-    return load(preset=preset, cli=cli)
+    return load(preset=preset, cli=given_knobs(args))
 
 
 def int_list(what: str, minimum: int):

@@ -10,6 +10,7 @@ from tuner.cli import add_knob_flags, print_json, settings_from_args
 from tuner.engine import synth
 from tuner.engine.session import Session
 from tuner.engine.stats import routing_stats
+from tuner.format import figure
 from tuner.settings import to_config
 
 
@@ -44,11 +45,6 @@ def _make(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dash(v: float | None) -> str:
-    """A predictor with nothing scored shows -, never 0."""
-    return "-" if v is None else f"{v:.1f}"
-
-
 def _stats(args: argparse.Namespace) -> int:
     session = Session(to_config(settings_from_args(args)))
     try:
@@ -67,7 +63,7 @@ def _stats(args: argparse.Namespace) -> int:
     print(f"{'layer':>5} {'stale':>6} {'prev':>6} {'ctrl':>6} {'routings':>9} "
           f"{'top10%':>7} {'max/mean':>9}")
     for r in stats["layers"]:
-        print(f"{r['layer']:>5} {_dash(r['stale_pct']):>6} {_dash(r['prev_pct']):>6} "
-              f"{_dash(r['ctrl_pct']):>6} {r['routings']:>9} {r['top10_share']:>7.1f} "
+        print(f"{r['layer']:>5} {figure(r['stale_pct'], '%'):>6} {figure(r['prev_pct'], '%'):>6} "
+              f"{figure(r['ctrl_pct'], '%'):>6} {r['routings']:>9} {r['top10_share']:>7.1f} "
               f"{r['max_over_mean']:>9.2f}")
     return 0

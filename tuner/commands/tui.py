@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tuner.cli import add_knob_flags, settings_from_args
-from tuner.knobs import KNOBS
+from tuner.cli import add_knob_flags, given_knobs, knob_flag, settings_from_args
 from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
 
 
@@ -46,8 +45,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _connected(args: argparse.Namespace) -> int:
-    given = [f"--{k.name.replace('_', '-')}" for k in KNOBS
-             if getattr(args, f"knob_{k.name}") is not None]
+    given = [knob_flag(name) for name in given_knobs(args)]
     if args.preset:
         given.insert(0, "--preset")
     if given:

@@ -28,7 +28,7 @@ class _Clients:
     """`n` websocket clients reading at `rate` a second, on an event loop of their own."""
 
     def __init__(self, ws_url: str, n: int, rate: float):
-        self.url, self.n, self.rate = f"{ws_url}?rate={rate}", n, rate
+        self.url, self.n = f"{ws_url}?rate={rate}", n
         self.frames = [0] * n
         self.errors: list[str] = []
         self._stop = threading.Event()

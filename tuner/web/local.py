@@ -11,6 +11,8 @@ from contextlib import contextmanager
 import uvicorn
 from fastapi import FastAPI
 
+from tuner.web.limits import MAX_BODY
+
 
 def listening_socket(send_buffer: int | None = None, port: int = 0) -> socket.socket:
     """A loopback socket (on a free port unless `port` is given). Accepted connections
@@ -30,7 +32,7 @@ def serve_in_thread(app: FastAPI, sock: socket.socket | None = None) -> Iterator
     """Runs `app` on uvicorn in a daemon thread; yields its base URL once it accepts."""
     sock = sock or listening_socket()
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=64 * 1024))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=MAX_BODY))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -124,9 +124,15 @@ class PageView:
         if view in VIEWS:
             self.view = view
 
-    def render(self, snapshot: dict[str, Any]) -> str:
-        parts = [table_html(layer_rows(snapshot, self.view)), status_html(snapshot, self.view),
-                 text_html(snapshot.get("text"))]
+    def render(self, snapshot: dict[str, Any], shared: dict[str, str] | None = None) -> str:
+        """`shared`: the parts every page of a view gets for this snapshot, by view; filled
+        by the first page that needs them."""
+        shared = {} if shared is None else shared
+        if self.view not in shared:
+            shared[self.view] = (table_html(layer_rows(snapshot, self.view))
+                                 + status_html(snapshot, self.view)
+                                 + text_html(snapshot.get("text")))
+        parts = [shared[self.view]]
         changes = snapshot["changes"]
         latest_change = changes[-1]["version"] if changes else 0
         if latest_change != self._sent_changes:

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from tuner.settings import Settings
+from tuner.web.limits import MAX_BODY
 
 
 class SettingsState(BaseModel):
@@ -73,7 +74,7 @@ def settings_patch_schema() -> dict[str, Any]:
 # Answers any route may give.
 COMMON = {
     401: {"model": MessageError, "description": "a token is configured and was not given"},
-    413: {"model": MessageError, "description": "request body over 64 KiB"},
+    413: {"model": MessageError, "description": f"request body over {MAX_BODY // 1024} KiB"},
 }
 BAD_JSON = {400: {"model": MessageError, "description": "the body is not valid JSON"}}
 BAD_SETTINGS = {**BAD_JSON, 422: {"model": ProblemsError, "description": "a value was "

@@ -14,7 +14,7 @@ from fastapi.templating import Jinja2Templates
 from tuner.ab_job import PAIRS, TOKENS
 from tuner.control import Controller
 from tuner.knobs import BY_NAME, GROUPS, KNOBS
-from tuner.presets import PresetError, check_name
+from tuner.presets import PresetError
 from tuner.settings import SettingsError
 from tuner.web.connection import serve_client
 from tuner.web.deps import ControllerDep, HubDep, PresetName, preset_name, require_same_origin
@@ -108,7 +108,6 @@ def apply_preset(name: PresetName, request: Request, controller: ControllerDep) 
 def save_preset(values: FormDep, request: Request, controller: ControllerDep) -> HTMLResponse:
     name = values.get("name", "")
     try:
-        check_name(name)
         preset = controller.save_preset(name, values.get("description", ""))
     except PresetError as err:
         return _presets_panel(request, controller, str(err), error=True)
@@ -180,4 +179,4 @@ async def live(ws: WebSocket, hub: HubDep,
             view.set_view(message["view"])
 
     await serve_client(ws, hub, Outbox(rate, paced=True),
-                       lambda frame: view.render(frame.snapshot), handle)
+                       lambda frame: view.render(frame.snapshot, frame.pages), handle)
