@@ -169,8 +169,9 @@ class Engine:
             x = dec.moe_input(l, h)
             with self.clock.span(l, "layer_ms"):
                 h, stale = self._moe(l, x, h, stale)
+        logits = dec.logits(h)  # queued before the flush waits on the layers' timings
         self.clock.flush()
-        return dec.logits(h)
+        return logits
 
     def _moe(self, l: int, x: torch.Tensor, h: torch.Tensor, stale: torch.Tensor | None
              ) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -35,8 +35,9 @@ TEXT_TOKENS = 200  # generated tokens of the current conversation kept as text
 
 def pick_device(name: str = "auto") -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device cuda was asked for, but torch sees no CUDA device; "
-                         "allowed here: auto, cpu")
+        knob = BY_NAME["device"]
+        raise ValueError(f"{knob.name} ({knob.env}) = 'cuda' is not allowed here: torch "
+                         "sees no CUDA device; allowed here: auto, cpu")
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(name)

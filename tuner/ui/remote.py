@@ -158,8 +158,7 @@ class RemoteBackend(Backend):
                             json={"description": description})
 
     async def apply_preset(self, name: str) -> State:
-        await self._request("POST", f"/api/presets/{quote(name, safe='')}/apply")
-        return await self.state()
+        return await self._request("POST", f"/api/presets/{quote(name, safe='')}/apply")
 
     async def diff_preset(self, name: str) -> list[dict[str, Any]]:
         return await self._request("GET", f"/api/presets/{quote(name, safe='')}/diff")
