@@ -178,7 +178,7 @@ class Engine:
         """One layer's MoE block: (new residual, layer l+1's router on this input)."""
         dec, cfg = self.dec, self.cfg
         logits = dec.router_logits(l, x)
-        sel = self._route(l, logits)
+        sel, selected = self._route(l, logits)
         self.routed[l, sel] += 1
         self.tier.observe(l, sel, cfg.adapt_decay)
         if self.route_log is not None:
@@ -192,8 +192,7 @@ class Engine:
             if stale_next is not None and cfg.prefetch != "off":
                 self._speculate(l + 1, stale_next)
             outs = self._compute(l, x, sources)
-        w = router.weights(logits, torch.tensor(sel, device=self.device),
-                           self.mc.norm_topk_prob)
+        w = router.weights(logits, selected, self.mc.norm_topk_prob)
         h = h + dec.moe_output(l, x, w, outs)
         if self.cuda:  # uploads into slots this layer used must wait for its compute
             self.layer_done = torch.cuda.Event()
@@ -207,12 +206,13 @@ class Engine:
         mask = torch.tensor([res((layer, e)) for e in range(self.mc.num_experts)])
         return mask.to(self.device, non_blocking=True)
 
-    def _route(self, layer: int, logits: torch.Tensor) -> list[int]:
+    def _route(self, layer: int, logits: torch.Tensor) -> tuple[list[int], torch.Tensor]:
+        """The selected experts in rank order, as ids and as the tensor they came in."""
         cfg = self.cfg
         mask = self._resident_mask(layer) if self.use_residency else None
         sel = router.select(logits, mask, self.mc.top_k, cfg.moce_protect, cfg.moce_bonus,
                             cfg.moce_bonus_r1)
-        return sel.tolist()
+        return sel.tolist(), sel
 
     def _probe(self, layer: int, sel: list[int], x: torch.Tensor,
                stale: torch.Tensor | None) -> None:
