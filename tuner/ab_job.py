@@ -15,6 +15,8 @@ log = logging.getLogger(__name__)
 
 PAIRS = (1, 8)  # allowed range of A B pairs before the sentinel
 TOKENS = (8, 4096)  # allowed range of tokens per run
+# What a UI offers first: the shipped baseline preset as A, 2 pairs of 64 tokens
+BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS = "baseline", 2, 64
 
 
 def check_counts(pairs: int, tokens: int) -> None:
@@ -47,7 +49,8 @@ class ABRunner:
         self.job: ABJob | None = None
         self._lock = threading.Lock()
 
-    def start(self, a: str, b: str, pairs: int = 2, tokens: int = 64) -> ABJob:
+    def start(self, a: str, b: str, pairs: int = DEFAULT_PAIRS,
+              tokens: int = DEFAULT_TOKENS) -> ABJob:
         """Raises PresetError for a preset that cannot be read, ValueError for counts out of
         range or while another A/B runs; nothing starts then."""
         check_counts(pairs, tokens)

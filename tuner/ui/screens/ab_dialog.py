@@ -6,6 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label
 
+from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS
 from tuner.ui.screens.dialog import Dialog
 
 # (a, b, pairs, tokens)
@@ -13,7 +14,8 @@ ABRequest = tuple[str, str, int, int]
 
 
 class ABDialog(Dialog[ABRequest | None]):
-    def __init__(self, a: str = "baseline", b: str = "", pairs: int = 2, tokens: int = 64):
+    def __init__(self, a: str = BASELINE, b: str = "", pairs: int = DEFAULT_PAIRS,
+                 tokens: int = DEFAULT_TOKENS):
         super().__init__()
         self.defaults = (a, b, pairs, tokens)
 

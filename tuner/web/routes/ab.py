@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field
 
-from tuner.ab_job import PAIRS, TOKENS
+from tuner.ab_job import DEFAULT_PAIRS, DEFAULT_TOKENS, PAIRS, TOKENS
 from tuner.presets import PresetError
 from tuner.web.deps import ControllerDep, preset_name
 from tuner.web.routes.presets import known
@@ -19,9 +19,9 @@ router = APIRouter(prefix="/api", tags=["ab"])
 class ABRequest(BaseModel):
     a: str = Field(description="preset name of arm A (the baseline, also the sentinel)")
     b: str = Field(description="preset name of arm B")
-    pairs: int = Field(2, ge=PAIRS[0], le=PAIRS[1], description="A B pairs before the "
+    pairs: int = Field(DEFAULT_PAIRS, ge=PAIRS[0], le=PAIRS[1], description="A B pairs before the "
                        "sentinel A")
-    tokens: int = Field(64, ge=TOKENS[0], le=TOKENS[1], description="tokens per run")
+    tokens: int = Field(DEFAULT_TOKENS, ge=TOKENS[0], le=TOKENS[1], description="tokens per run")
 
 
 @router.post("/ab", status_code=202, responses={

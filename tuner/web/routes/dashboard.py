@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, WebSocket
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from tuner.ab_job import PAIRS, TOKENS
+from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS, PAIRS, TOKENS
 from tuner.control import Controller
 from tuner.knobs import BY_NAME, GROUPS, KNOBS
 from tuner.presets import PresetError
@@ -57,7 +57,7 @@ def page(request: Request, controller: ControllerDep) -> HTMLResponse:
         "settings": state["settings"],
         "preset_list": controller.store.list(),
         "ab_job": controller.ab.job,
-        "ab_limits": (PAIRS, TOKENS),
+        "ab_form": (PAIRS, TOKENS, BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS),
         "charts": CHARTS,
         "columns": COLUMNS,
         "levels": HEAT_LEVELS,
