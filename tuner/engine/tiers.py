@@ -20,7 +20,6 @@ The host copy holds every expert in host RAM, as an engine whose model fits in R
 
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext as _no_stream
@@ -31,7 +30,9 @@ import torch
 from tuner.engine.checkpoint import Checkpoint, part_views
 from tuner.engine.model import expert_out
 from tuner.engine.slots import RESIDENT, SlotMap
-from tuner.engine.store import Timeline
+from tuner.engine.store import ReadPool, Timeline
+
+READERS = 4  # threads filling the host copy
 
 
 class HostCopy:
@@ -48,17 +49,14 @@ class HostCopy:
         self.mem = torch.empty(len(keys), ckpt.expert_bytes, dtype=torch.uint8, pin_memory=pin)
         self.bufs = {key: self.mem[i] for i, key in enumerate(keys)}
         self.views = {key: part_views(buf, ckpt.parts) for key, buf in self.bufs.items()}
-        fds: dict[str, int] = {}
+        pool = ReadPool(READERS, 0, False, 1 << 20)  # the engine's reader, all queued at once
         try:
-            for key, buf in self.bufs.items():
-                dst = memoryview(buf.numpy())
-                for e in ckpt.extents(*key):
-                    fd = fds.get(e.path) or fds.setdefault(e.path, os.open(e.path, os.O_RDONLY))
-                    if os.preadv(fd, [dst[e.dst:e.dst + e.length]], e.offset) != e.length:
-                        raise OSError(f"short read of {e.path} at {e.offset}")
+            reads = [pool.submit(key, ckpt.extents(*key), memoryview(buf.numpy()), False)
+                     for key, buf in self.bufs.items()]
+            for read in reads:
+                pool.wait(read)
         finally:
-            for fd in fds.values():
-                os.close(fd)
+            pool.close()
 
 
 class Sites:
