@@ -9,14 +9,14 @@ is what costs CPU, and in the embedded mode that CPU is the engine's.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 
 from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
-from tuner.ui.backend import Backend, BackendError, State
+from tuner.ui.backend import FAILED, Backend, BackendError, Failed, State
 from tuner.ui.commands import KnobCommands, PresetCommands
 from tuner.ui.history import History
 from tuner.ui.screens.base import SnapshotScreen
@@ -25,6 +25,8 @@ from tuner.ui.screens.knobs import KnobsScreen
 from tuner.ui.screens.layers import LayersScreen
 from tuner.ui.screens.overview import OverviewScreen
 from tuner.ui.screens.presets import PresetsScreen
+
+T = TypeVar("T")
 
 
 def painted_as(snap: dict[str, Any], link: str) -> tuple:
@@ -112,11 +114,17 @@ class TunerApp(App[int]):
                 self._painted = None
 
     # -- actions -----------------------------------------------------------------------
-    async def _report(self, operation: Awaitable[None], done: str) -> None:
+    async def attempt(self, operation: Awaitable[T], failed: str = "") -> T | Failed:
+        """What `operation` returns, or FAILED once its error was shown under the title
+        `failed`."""
         try:
-            await operation
+            return await operation
         except BackendError as err:
-            self.notify(str(err), severity="error", markup=False)
+            self.notify(str(err), title=failed, severity="error", markup=False)
+            return FAILED
+
+    async def _report(self, operation: Awaitable[None], done: str) -> None:
+        if await self.attempt(operation) is FAILED:
             return
         self.notify(done, markup=False)
         self.repaint(force=True)
@@ -137,10 +145,8 @@ class TunerApp(App[int]):
         self.run_worker(self._apply_preset(name), group="apply")
 
     async def _apply_preset(self, name: str) -> None:
-        try:
-            state = await self.backend.apply_preset(name)
-        except BackendError as err:
-            self.notify(str(err), title="preset not applied", severity="error", markup=False)
+        state = await self.attempt(self.backend.apply_preset(name), "preset not applied")
+        if state is FAILED:
             return
         self.state = state
         self.notify(f"applied {name}: settings v{state['version']}", title="preset",

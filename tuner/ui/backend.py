@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any
+from enum import Enum
+from typing import Any, Literal
 
 # {"version": int, "settings": {knob: value}, "state": "running" | "paused" | "error"}
 State = dict[str, Any]
@@ -33,6 +34,15 @@ class Rejected(BackendError):
     def __init__(self, problems: Mapping[str, str]):
         self.problems = dict(problems)
         super().__init__("; ".join(self.problems.values()))
+
+
+class Failed(Enum):
+    """An operation whose error the operator has already been shown (TunerApp.attempt)."""
+
+    FAILED = "failed"
+
+
+FAILED: Literal[Failed.FAILED] = Failed.FAILED
 
 
 class Backend(ABC):

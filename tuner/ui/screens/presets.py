@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from tuner.ui.backend import BackendError
+from tuner.ui.backend import FAILED
 from tuner.ui.screens.ab import ABScreen
 from tuner.ui.screens.ab_dialog import ABDialog, ABRequest
 from tuner.ui.screens.base import SnapshotScreen
@@ -60,10 +60,8 @@ class PresetsScreen(SnapshotScreen):
 
     async def load(self, select: str | None = None) -> None:
         """Lists the presets; a list, not a live figure, so it is rebuilt whole."""
-        try:
-            presets = await self.app.backend.presets()
-        except BackendError as err:
-            self.notify(str(err), title="presets", severity="error", markup=False)
+        presets = await self.app.attempt(self.app.backend.presets(), "presets")
+        if presets is FAILED:
             return
         table = self.query_one("#preset-list", DataTable)
         select = select or self.selected
@@ -87,10 +85,8 @@ class PresetsScreen(SnapshotScreen):
             self.run_worker(partial(self.diff, self.selected), group="diff", exclusive=True)
 
     async def diff(self, name: str) -> None:
-        try:
-            rows = await self.app.backend.diff_preset(name)
-        except BackendError as err:
-            self.notify(str(err), title="diff", severity="error", markup=False)
+        rows = await self.app.attempt(self.app.backend.diff_preset(name), "diff")
+        if rows is FAILED:
             return
         table = self.query_one("#preset-diff", DataTable)
         table.clear()
@@ -112,10 +108,8 @@ class PresetsScreen(SnapshotScreen):
             self.run_worker(self.save(*answer), group="save")
 
     async def save(self, name: str, description: str) -> None:
-        try:
-            await self.app.backend.save_preset(name, description)
-        except BackendError as err:
-            self.notify(str(err), title="not saved", severity="error", markup=False)
+        if await self.app.attempt(self.app.backend.save_preset(name, description),
+                                  "not saved") is FAILED:
             return
         self.notify(f"saved the current settings as {name}", title="preset", markup=False)
         await self.load(select=name)
@@ -128,9 +122,8 @@ class PresetsScreen(SnapshotScreen):
             self.run_worker(self.start_ab(*answer), group="ab")
 
     async def start_ab(self, a: str, b: str, pairs: int, tokens: int) -> None:
-        try:
-            job = await self.app.backend.start_ab(a, b, pairs, tokens)
-        except BackendError as err:
-            self.notify(str(err), title="A/B not started", severity="error", markup=False)
+        job = await self.app.attempt(self.app.backend.start_ab(a, b, pairs, tokens),
+                                     "A/B not started")
+        if job is FAILED:
             return
         await self.app.push_screen(ABScreen(job))
