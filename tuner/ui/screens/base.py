@@ -24,6 +24,9 @@ class SnapshotScreen(Screen):
         yield Footer()
 
     def compose_body(self) -> ComposeResult:
+        """The screen's own widgets, between the status line and the footer. Every mode
+        defines it (a Screen's metaclass is not an ABC, so @abstractmethod would not be
+        enforced)."""
         raise NotImplementedError
 
     def paint(self, snap: dict[str, Any]) -> None:

@@ -25,5 +25,6 @@ class Dialog(ModalScreen[R]):
         self.dismiss(None)
 
     def _done(self) -> None:
-        """Checks the fields and dismisses with the result, or says what is missing."""
+        """Checks the fields and dismisses with the result, or says what is missing. Every
+        dialog defines it (a Screen's metaclass is not an ABC)."""
         raise NotImplementedError
