@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError, WebSocketRequestValidatio
 from fastapi.responses import JSONResponse
 from starlette.websockets import WebSocket
 
-from tuner.presets import PresetError
+from tuner.presets import PresetError, PresetNotFound, PresetReadOnly, PresetWriteError
 from tuner.settings import SettingsError
 
 
@@ -19,10 +19,16 @@ async def settings_error(_: Request, err: SettingsError) -> JSONResponse:
     return problems_response(err.problems)
 
 
+def preset_status(err: PresetError) -> int:
+    """404 no such preset, 403 a shipped one or a folder that takes no writes, 507 a full
+    folder, 422 a preset file that cannot be used (its message names file and line)."""
+    if isinstance(err, PresetWriteError):
+        return 507 if err.full else 403
+    return {PresetNotFound: 404, PresetReadOnly: 403}.get(type(err), 422)
+
+
 async def preset_error(_: Request, err: PresetError) -> JSONResponse:
-    # Missing names and bad names are answered earlier (404, 400); what is left is a
-    # preset file that could not be used, reported with its file and line.
-    return JSONResponse({"detail": str(err)}, status_code=422)
+    return JSONResponse({"detail": str(err)}, status_code=preset_status(err))
 
 
 async def request_error(_: Request, err: RequestValidationError) -> JSONResponse:

@@ -84,3 +84,7 @@ BAD_PRESET = {
     404: {"model": MessageError, "description": "no preset of that name"},
     422: {"model": MessageError, "description": "the preset file is broken (file:line)"},
 }
+UNWRITABLE = {
+    403: {"model": MessageError, "description": "the presets folder takes no writes"},
+    507: {"model": MessageError, "description": "the presets folder is full"},
+}

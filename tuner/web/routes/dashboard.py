@@ -15,7 +15,7 @@ from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS, PAIRS, TOKENS
 from tuner.control import Controller
 from tuner.knobs import BY_NAME, GROUPS, KNOBS
 from tuner.presets import PresetError
-from tuner.settings import SettingsError
+from tuner.settings import SettingsError, from_texts
 from tuner.web.connection import serve_client
 from tuner.web.deps import ControllerDep, HubDep, PresetName, preset_name, require_same_origin
 from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox
@@ -82,7 +82,7 @@ def change_knob(name: str, values: FormDep, request: Request,
         raise HTTPException(404, f"unknown knob {name!r}")
     field = _macros("knobs.html", request).field
     try:
-        controller.change({name: values.get("value", "")})
+        controller.change(from_texts({name: values.get("value", "")}))
     except SettingsError as err:
         message = err.problems.get(name) or "; ".join(err.problems.values())
         return _html(field(knob, getattr(controller.settings, name), message))

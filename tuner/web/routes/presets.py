@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from tuner.presets import Preset, PresetError
+from tuner.presets import Preset
 from tuner.web.deps import ControllerDep, PresetName, StoreDep, preset_name
 from tuner.web.schemas import (
     BAD_JSON,
@@ -18,6 +18,7 @@ from tuner.web.schemas import (
     ProblemsError,
     SaveRequest,
     SettingsState,
+    UNWRITABLE,
 )
 
 router = APIRouter(prefix="/api/presets", tags=["presets"])
@@ -42,7 +43,8 @@ def show(name: PresetName, store: StoreDep) -> dict[str, Any]:
 
 
 @router.post("/{name}", response_model=PresetBody, status_code=201,
-             responses={**BAD_JSON, 400: BAD_PRESET[400], 422: {"model": ProblemsError}})
+             responses={**BAD_JSON, 400: BAD_PRESET[400], 422: {"model": ProblemsError},
+                        **UNWRITABLE})
 def save(name: PresetName, body: SaveRequest, controller: ControllerDep) -> dict[str, Any]:
     """Saves the current settings (only the knobs that differ from the defaults)."""
     return controller.save_preset(name, body.description).as_dict()
@@ -59,14 +61,11 @@ def apply(name: PresetName, controller: ControllerDep) -> dict[str, Any]:
 
 
 @router.delete("/{name}", status_code=204, responses={
-    **BAD_PRESET, 403: {"model": MessageError, "description": "shipped presets are "
-                        "read-only"}})
+    **BAD_PRESET, **UNWRITABLE, 403: {"model": MessageError, "description": "a shipped "
+                                      "preset, or a presets folder that takes no writes"}})
 def delete(name: PresetName, store: StoreDep) -> None:
     known(store, name)
-    try:
-        store.delete(name)
-    except PresetError as err:  # the name exists, so it is a shipped one
-        raise HTTPException(403, str(err)) from None
+    store.delete(name)
 
 
 @router.get("/{name}/diff", response_model=list[DiffRow], responses=BAD_PRESET)
