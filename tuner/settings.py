@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -47,18 +48,30 @@ def _switch(value: Any) -> Any:
     return value  # anything else meets the strict bool check and its message
 
 
+def _off_or_in_range(k: Knob):
+    def check(value: Any) -> Any:
+        if value != k.off and not k.min <= value <= k.max:
+            raise ValueError(k.allowed())
+        return value
+
+    return check
+
+
 def _annotation(k: Knob) -> Any:
     if k.choices:
         return Literal[k.choices]  # type: ignore[valid-type]
     if k.type is bool:
         return Annotated[bool, BeforeValidator(_switch)]
+    if k.off is not None:  # the range and the off value: ge/le cannot say it
+        return Annotated[k.type, AfterValidator(_off_or_in_range(k))]
     return k.type
 
 
 def _field_defs() -> dict[str, Any]:
     defs = {}
     for k in KNOBS:
-        extra = {"ge": k.min, "le": k.max} if k.type in (int, float) else {}
+        numeric = k.type in (int, float) and k.off is None
+        extra = {"ge": k.min, "le": k.max} if numeric else {}
         defs[k.name] = (_annotation(k),
                         Field(k.default, alias=k.env, description=k.help, **extra))
     return defs

@@ -64,7 +64,7 @@ def test_a_folder_that_takes_no_writes_answers_403(live, tuner_home):
     assert r.status_code == 403, r.text
     assert "mine.toml" in r.json()["detail"] and "not writable" in r.json()["detail"]
     page = httpx.post(f"{live.url}/ui/presets", data={"name": "mine"},
-                      headers={"HX-Request": "true"})
+                      headers=live.page_headers)
     assert page.status_code == 200 and "not writable" in page.text
 
 

@@ -122,7 +122,7 @@ def test_preset_files_are_typed_strictly(text):
 
 
 def test_form_fields_are_parsed_strictly(live):
-    headers = {"HX-Request": "true"}
+    headers = live.page_headers
     r = httpx.post(f"{live.url}/ui/knobs/decode_2q", data={"value": "on"}, headers=headers)
     assert "is not allowed" in r.text and live.session.applied_version == 1
     r = httpx.post(f"{live.url}/ui/knobs/decode_2q", data={"value": "true"}, headers=headers)

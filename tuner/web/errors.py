@@ -7,6 +7,7 @@ from fastapi.exceptions import RequestValidationError, WebSocketRequestValidatio
 from fastapi.responses import JSONResponse
 from starlette.websockets import WebSocket
 
+from tuner.control import ApplyTimeout
 from tuner.presets import PresetError, PresetNotFound, PresetReadOnly, PresetWriteError
 from tuner.settings import SettingsError
 
@@ -29,6 +30,10 @@ def preset_status(err: PresetError) -> int:
 
 async def preset_error(_: Request, err: PresetError) -> JSONResponse:
     return JSONResponse({"detail": str(err)}, status_code=preset_status(err))
+
+
+async def apply_timeout(_: Request, err: ApplyTimeout) -> JSONResponse:
+    return JSONResponse({"detail": str(err)}, status_code=503, headers={"Retry-After": "1"})
 
 
 async def request_error(_: Request, err: RequestValidationError) -> JSONResponse:
@@ -58,5 +63,6 @@ def _problems(errors) -> dict[str, str]:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(SettingsError, settings_error)
     app.add_exception_handler(PresetError, preset_error)
+    app.add_exception_handler(ApplyTimeout, apply_timeout)
     app.add_exception_handler(RequestValidationError, request_error)
     app.add_exception_handler(WebSocketRequestValidationError, websocket_request_error)

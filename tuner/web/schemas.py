@@ -79,6 +79,8 @@ COMMON = {
 BAD_JSON = {400: {"model": MessageError, "description": "the body is not valid JSON"}}
 BAD_SETTINGS = {**BAD_JSON, 422: {"model": ProblemsError, "description": "a value was "
                                   "rejected; nothing was applied"}}
+NOT_APPLIED = {503: {"model": MessageError, "description": "the engine did not take the "
+                      "change up in time; nothing was applied"}}
 BAD_PRESET = {
     400: {"model": MessageError, "description": "not a valid preset name"},
     404: {"model": MessageError, "description": "no preset of that name"},

@@ -7,11 +7,12 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query
 
 from tuner.presets import Preset
-from tuner.web.deps import ControllerDep, PresetName, StoreDep, preset_name
+from tuner.web.deps import ControllerDep, PresetName, SteeringDep, StoreDep, preset_name
 from tuner.web.schemas import (
     BAD_JSON,
     BAD_PRESET,
     DiffRow,
+    NOT_APPLIED,
     MessageError,
     PresetBody,
     PresetInfo,
@@ -51,12 +52,14 @@ def save(name: PresetName, body: SaveRequest, controller: ControllerDep) -> dict
 
 
 @router.post("/{name}/apply", response_model=SettingsState,
-             responses={**BAD_PRESET, 422: {"model": MessageError | ProblemsError}})
-def apply(name: PresetName, controller: ControllerDep) -> dict[str, Any]:
+             responses={**BAD_PRESET, **NOT_APPLIED,
+                        422: {"model": MessageError | ProblemsError}})
+async def apply(name: PresetName, controller: ControllerDep,
+                steering: SteeringDep) -> dict[str, Any]:
     """The preset's knobs on top of the defaults (the session knobs stay unless it sets
     them), applied at the next token boundary."""
     known(controller.store, name)
-    controller.apply_preset(name)
+    await steering.run(controller.apply_preset, name)
     return controller.state()
 
 
