@@ -10,6 +10,9 @@ import socket
 from tuner.cli import add_knob_flags, settings_from_args
 
 DEFAULT_PORT = 8765
+# On SIGTERM or Ctrl-C, open requests and websockets get this long to finish; then the
+# server closes them, so the process ends within a few seconds whatever clients do.
+GRACE_S = 2.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,7 +85,8 @@ def main(args: argparse.Namespace) -> int:
         host = f"[{args.host}]" if ipv6 else args.host
         print(f"tuner: serving {session.ckpt.name} at http://{host}:{args.port}/"
               + (" (token required)" if args.token else ""), flush=True)
-        config = uvicorn.Config(app, log_level="warning", ws_max_size=MAX_BODY)
+        config = uvicorn.Config(app, log_level="warning", ws_max_size=MAX_BODY,
+                                timeout_graceful_shutdown=GRACE_S)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         session.stop()
