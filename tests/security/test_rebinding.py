@@ -65,10 +65,11 @@ def handshake(url: str, path: str, headers: dict[str, str]) -> tuple[int, bytes]
 @pytest.mark.parametrize("path", ["/ws", "/ui/ws"])
 def test_a_rebound_websocket_is_refused_with_one_log_line(live, path, caplog):
     caplog.set_level(logging.INFO, logger="tuner")
-    status, answer = handshake(live.url, path, evil(live.url))
-    assert status == 403 and b"evil.example" in answer
+    status, _ = handshake(live.url, path, evil(live.url))
+    assert status == 403
     lines = [r for r in caplog.records if "refused websocket" in r.getMessage()]
     assert len(lines) == 1 and path in lines[0].getMessage()
+    assert "evil.example" in lines[0].getMessage()
     assert not any(r.exc_info for r in caplog.records)
     ok, _ = handshake(live.url, path, {"Host": f"127.0.0.1:{port_of(live.url)}",
                                        "Origin": live.url})

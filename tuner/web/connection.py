@@ -11,18 +11,20 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from typing import Any
 
 import anyio
 from fastapi import WebSocket, WebSocketDisconnect
 
+from tuner.web.gate import who
 from tuner.web.hub import Frame, Hub, Outbox, send_loop
 from tuner.web.limits import MAX_BODY, too_deep
 
 log = logging.getLogger(__name__)
 
 TRY_AGAIN_LATER = 1013
-CLEAN_CLOSE = (1000, 1001)  # normal closure, going away (a tab closed)
+CLEAN_CLOSE = (1000, 1001, 1012)  # normal closure, going away (a tab), this server stopping
 
 Handler = Callable[[Any, Outbox], Awaitable[None]]
 
@@ -44,7 +46,7 @@ async def serve_client(ws: WebSocket, hub: Hub, outbox: Outbox,
             await send_loop(outbox, send, encode)
         except TimeoutError:
             stalled = True
-            log.info("websocket client %s stopped reading; closing it", _who(ws))
+            log.info("websocket client %s stopped reading; closing it", who(ws.scope))
         except WebSocketDisconnect as gone:  # it left while a frame was on its way
             left = gone.code
         cancel.cancel()
@@ -60,14 +62,11 @@ async def serve_client(ws: WebSocket, hub: Hub, outbox: Outbox,
     finally:
         hub.leave(outbox)
     if stalled:
-        with anyio.move_on_after(1.0):  # the close frame may not get through either
+        # The close frame may not get through either, or the client is gone by now.
+        with anyio.move_on_after(1.0), suppress(WebSocketDisconnect):
             await ws.close(TRY_AGAIN_LATER, "client too slow: stopped reading")
     elif left not in CLEAN_CLOSE:
-        log.info("websocket client %s dropped the connection (code %s)", _who(ws), left)
-
-
-def _who(ws: WebSocket) -> str:
-    return "{}:{} on {}".format(*ws.client, ws.url.path) if ws.client else ws.url.path
+        log.info("websocket client %s dropped the connection (code %s)", who(ws.scope), left)
 
 
 async def _receive(ws: WebSocket, outbox: Outbox, handle: Handler) -> int:

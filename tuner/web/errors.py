@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError, WebSocketRequestValidationError
 from fastapi.responses import JSONResponse
@@ -10,6 +12,9 @@ from starlette.websockets import WebSocket
 from tuner.control import ApplyTimeout
 from tuner.presets import PresetError, PresetNotFound, PresetReadOnly, PresetWriteError
 from tuner.settings import SettingsError
+from tuner.web.gate import POLICY_VIOLATION, who
+
+log = logging.getLogger(__name__)
 
 
 def problems_response(problems: dict[str, str]) -> JSONResponse:
@@ -48,8 +53,11 @@ async def request_error(_: Request, err: RequestValidationError) -> JSONResponse
 
 
 async def websocket_request_error(ws: WebSocket, err: WebSocketRequestValidationError) -> None:
-    """A bad query on /ws (say rate=100) is refused in the handshake with the same 422."""
-    await ws.send_denial_response(problems_response(_problems(err.errors())))
+    """A bad query on /ws (say rate=100) is refused before the handshake, like the gate's
+    refusals: the server answers 403 and the reason goes to the log in one line."""
+    problems = "; ".join(_problems(err.errors()).values())
+    log.warning("refused websocket %s: %s", who(ws.scope), problems)
+    await ws.close(POLICY_VIOLATION)
 
 
 def _problems(errors) -> dict[str, str]:

@@ -15,7 +15,10 @@
   htmx's `HX-Request` header. A cross-site form or simple fetch can do neither without a
   CORS preflight, and this server answers no preflight.
 
-Refused websockets get an HTTP denial and one log line.
+A refused request is answered with its reason; a refused websocket is closed before the
+handshake, which the server answers with a bare 403 (a denial with a body makes uvicorn's
+websockets-sansio log a spurious error for each one), and the reason goes to the log in one
+line.
 """
 
 from __future__ import annotations
@@ -36,8 +39,14 @@ log = logging.getLogger(__name__)
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
-POLICY_VIOLATION = 1008  # websocket close code where a denial response is not possible
+POLICY_VIOLATION = 1008  # a websocket closed before its handshake: the server answers 403
 _HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?")
+
+
+def who(scope: Scope) -> str:
+    """The client and the path of a request, for log lines."""
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]} on {scope['path']}" if client else scope["path"]
 
 
 class Refused(Exception):
@@ -179,15 +188,9 @@ class Gate:
 
     # -- refusing ------------------------------------------------------------------------
     async def _refuse(self, no: Refused, scope: Scope, receive: Receive, send: Send) -> None:
-        response = JSONResponse({"detail": no.message}, no.status, no.headers)
-        client = "{}:{}".format(*scope["client"]) if scope.get("client") else "?"
         if scope["type"] == "http":
-            log.info("refused %s %s from %s: %s", scope["method"], scope["path"], client,
-                     no.message)
+            log.info("refused %s %s: %s", scope["method"], who(scope), no.message)
+            response = JSONResponse({"detail": no.message}, no.status, no.headers)
             return await response(scope, receive, send)
-        log.warning("refused websocket %s from %s: %s", scope["path"], client, no.message)
-        ws = WebSocket(scope, receive, send)
-        if "websocket.http.response" in scope.get("extensions", {}):
-            await ws.send_denial_response(response)
-        else:
-            await ws.close(POLICY_VIOLATION, no.message[:120])
+        log.warning("refused websocket %s: %s", who(scope), no.message)
+        await WebSocket(scope, receive, send).close(POLICY_VIOLATION)
