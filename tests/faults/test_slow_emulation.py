@@ -49,38 +49,69 @@ def test_pause_and_stop_take_effect_within_a_token(slow):
     assert not session._thread.is_alive()
 
 
-def test_a_change_the_engine_does_not_take_up_is_withdrawn(tiny_overrides):
-    """A token that hangs outside the emulation (a stuck disk, say; here the test holds it)
-    does not hold the change: it is withdrawn after apply_timeout, answered 503 with
-    nothing applied, and no pending version is left behind."""
+@pytest.fixture
+def stuck(tiny_overrides):
+    """A live server whose engine hangs inside a token outside the emulation (a stuck disk,
+    say; here the test holds it) until `release` is set."""
     controller = start_controller(tiny_overrides)
-    controller.apply_timeout = 0.5
+    controller.apply_timeout = 4.0
     session = controller.session
     held, release = threading.Event(), threading.Event()
     token = session._token
 
     def hanging() -> None:
-        held.set()
-        release.wait(30)
+        if not release.is_set():
+            held.set()
+            release.wait(60)
         token()
 
     try:
         for live in serve(controller):
             session._token = hanging
             assert held.wait(30)
-            r = httpx.patch(f"{live.url}/api/settings", json={"moce_bonus": 2.0}, timeout=60)
-            assert r.status_code == 503, r.text
-            assert "did not reach a token boundary" in r.json()["detail"]
-            assert "nothing was applied" in r.json()["detail"]
-            session._token = token
-            release.set()
-            assert session.wait_tokens(session.tokens + 2, 30)
-            assert session.snapshot()["pending_version"] is None
-            assert controller.state()["settings"]["moce_bonus"] == 0.0
-            assert session.cfg.moce_bonus == 0.0
+            live.release = release
+            yield live
     finally:
         release.set()
         session.stop(timeout=10)
+
+
+def test_a_change_the_engine_does_not_take_up_is_withdrawn(stuck):
+    """It is answered 503 after apply_timeout with nothing applied, and leaves no pending
+    version behind."""
+    r = httpx.patch(f"{stuck.url}/api/settings", json={"moce_bonus": 2.0}, timeout=60)
+    assert r.status_code == 503, r.text
+    assert "did not reach a token boundary" in r.json()["detail"]
+    assert "nothing was applied" in r.json()["detail"]
+    stuck.release.set()
+    session = stuck.session
+    assert session.wait_tokens(session.tokens + 2, 30)
+    assert session.snapshot()["pending_version"] is None
+    assert stuck.controller.state()["settings"]["moce_bonus"] == 0.0
+    assert session.cfg.moce_bonus == 0.0
+
+
+def test_queued_changes_never_starve_the_other_routes(stuck):
+    """45 changes queued behind the stuck engine hold a few threads of their own: pages,
+    static files and reads are answered meanwhile (long before the changes' 4 s wait ends),
+    and every change gets its answer."""
+    answers: list[int] = []
+
+    def change(i: int) -> None:
+        r = httpx.patch(f"{stuck.url}/api/settings", json={"moce_bonus": i / 10},
+                        timeout=120)
+        answers.append(r.status_code)
+
+    threads = [threading.Thread(target=change, args=(i,)) for i in range(45)]
+    for t in threads:
+        t.start()
+    with httpx.Client(base_url=stuck.url, timeout=3) as client:
+        for path in ("/static/dashboard.js", "/api/settings", "/api/snapshot", "/"):
+            assert client.get(path).status_code == 200, path
+    for t in threads:
+        t.join(120)
+    assert len(answers) == 45 and set(answers) == {503}
+    assert stuck.controller.state()["settings"]["moce_bonus"] == 0.0
 
 
 @pytest.mark.parametrize("knob", ["ssd_gbps", "link_gbps", "cpu_gbps"])
