@@ -252,7 +252,9 @@ class Session:
                 self._fail(err)
 
     def _fail(self, err: Exception) -> None:
-        log.error("decoding stopped: %s: %s", type(err).__name__, err)
+        # One line names the fault; the traceback only when debugging (-v).
+        log.error("decoding stopped: %s: %s", type(err).__name__, err,
+                  exc_info=log.isEnabledFor(logging.DEBUG))
         with self._lock:
             self.error = f"{type(err).__name__}: {err}"
             self._lock.notify_all()
