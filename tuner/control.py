@@ -23,7 +23,6 @@ from tuner.knobs import KNOBS, config_dict
 from tuner.presets import Preset, Store, knob_diff
 from tuner.settings import Settings, SettingsError, apply, to_config
 
-
 APPLY_TIMEOUT = 10.0  # seconds a change may wait for its turn, then for a token boundary
 
 

@@ -5,6 +5,7 @@ within that token; the bandwidth floor itself is enforced."""
 from __future__ import annotations
 
 import threading
+
 import httpx
 import pytest
 

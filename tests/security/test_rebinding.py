@@ -103,7 +103,9 @@ def test_loopback_names_at_the_bound_port_are_served(live, name):
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1:1", "127.0.0.1", "127.0.0.2:{port}",
-                                  "0.0.0.0:{port}", "localhost.evil.example:{port}", ""])
+                                  "0.0.0.0:{port}", "localhost.evil.example:{port}", "",
+                                  "127.0.0.1:{port}@evil.example", "evil.example#@127.0.0.1:{port}",
+                                  "127.0.0.1:{port}/x", "null"])
 def test_other_hosts_and_ports_are_refused(live, host):
     headers = {"Host": host.format(port=port_of(live.url))}
     assert httpx.get(f"{live.url}/api/settings", headers=headers).status_code == 403

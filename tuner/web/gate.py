@@ -69,26 +69,27 @@ def parse_allowed_host(text: str) -> tuple[str, int | None]:
     return name, port
 
 
-def _is_address(name: str) -> bool:
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address `text` spells (an IPv4 client of a dual-stack socket as IPv4), or None."""
     try:
-        ipaddress.ip_address(name)
-        return True
+        ip = ipaddress.ip_address(text)
     except ValueError:
-        return False
+        return None
+    return getattr(ip, "ipv4_mapped", None) or ip
+
+
+def _is_address(name: str) -> bool:
+    return _ip(name) is not None
 
 
 def _is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
+    ip = _ip(address)
+    return ip is not None and ip.is_loopback
 
 
 def _same_address(name: str, address: str) -> bool:
-    try:
-        return ipaddress.ip_address(name) == ipaddress.ip_address(address)
-    except ValueError:
-        return name == address.lower()
+    a, b = _ip(name), _ip(address)
+    return a == b if a and b else name == address.lower()
 
 
 class Gate:
@@ -110,7 +111,8 @@ class Gate:
     def check(self, scope: Scope) -> None:
         headers = Headers(scope=scope)
         host = headers.get("host", "")
-        if not self._names_us(f"{scope.get('scheme', 'http')}://{host}", scope):
+        plain = not any(c in host for c in "/?#@\\")  # a name and a port, nothing else
+        if not (plain and self._names_us(f"{scope.get('scheme', 'http')}://{host}", scope)):
             raise Refused(403, f"host {host!r} is not served here: a request must name this "
                                f"server ({self._names(scope)}); give another name to "
                                "`tuner serve --allowed-host`")

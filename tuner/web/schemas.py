@@ -74,6 +74,8 @@ def settings_patch_schema() -> dict[str, Any]:
 # Answers any route may give.
 COMMON = {
     401: {"model": MessageError, "description": "a token is configured and was not given"},
+    403: {"model": MessageError, "description": "refused by the gate: another host name, "
+          "another origin, or a state change sent neither as JSON nor from the page"},
     413: {"model": MessageError, "description": f"request body over {MAX_BODY // 1024} KiB"},
 }
 BAD_JSON = {400: {"model": MessageError, "description": "the body is not valid JSON"}}

@@ -11,15 +11,15 @@ from tuner.web.deps import ControllerDep, PresetName, SteeringDep, StoreDep, pre
 from tuner.web.schemas import (
     BAD_JSON,
     BAD_PRESET,
-    DiffRow,
     NOT_APPLIED,
+    UNWRITABLE,
+    DiffRow,
     MessageError,
     PresetBody,
     PresetInfo,
     ProblemsError,
     SaveRequest,
     SettingsState,
-    UNWRITABLE,
 )
 
 router = APIRouter(prefix="/api/presets", tags=["presets"])

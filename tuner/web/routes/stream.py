@@ -10,8 +10,8 @@ from tuner.control import ApplyTimeout, Controller
 from tuner.settings import SettingsError
 from tuner.web.connection import request_error, serve_client
 from tuner.web.deps import ControllerDep, HubDep, SteeringDep
-from tuner.web.steering import Steering
 from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox
+from tuner.web.steering import Steering
 
 router = APIRouter(tags=["stream"])
 
