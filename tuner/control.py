@@ -3,20 +3,31 @@
 The web server and the embedded terminal UI both steer through a `Controller`, so a change
 made from either is validated, versioned and applied the same way. The remote terminal UI
 reaches the same operations through the server's REST API.
+
+A change returns once the engine applied it or refused it. Every wait is bounded: a change
+that cannot start within `apply_timeout` (another is being applied) or that the engine
+does not take up at a token boundary in that time is withdrawn, and nothing is applied.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tuner.ab_job import ABRunner
 from tuner.engine.session import Session
-from tuner.knobs import KNOBS
+from tuner.knobs import KNOBS, config_dict
 from tuner.presets import Preset, Store, knob_diff
 from tuner.settings import Settings, SettingsError, apply, to_config
+
+APPLY_TIMEOUT = 10.0  # seconds a change may wait for its turn, then for a token boundary
+
+
+class ApplyTimeout(RuntimeError):
+    """A settings change was withdrawn before the engine took it up: nothing was applied."""
 
 
 def session_base(current: Settings) -> Settings:
@@ -35,7 +46,7 @@ def check_model(folder: str) -> None:
 
 class Controller:
     def __init__(self, session: Session, settings: Settings, store: Store | None = None,
-                 apply_timeout: float = 60.0):
+                 apply_timeout: float = APPLY_TIMEOUT):
         self.session = session
         self.settings = settings
         self.store = store or Store()
@@ -50,30 +61,50 @@ class Controller:
     def change(self, changes: Mapping[str, Any]) -> int:
         """Validates `changes` on top of the current settings as a whole and applies them at
         the next token boundary; returns the new settings version. Raises SettingsError and
-        changes nothing when any value is bad."""
-        with self._lock:
-            new = apply(self.settings, changes)
-            return self._submit(new)
+        changes nothing when any value is bad or the engine refuses the version, and
+        ApplyTimeout when the change was withdrawn."""
+        with self._turn():
+            return self._submit(apply(self.settings, changes))
 
     def replace(self, settings: Settings) -> int:
-        with self._lock:
+        with self._turn():
             return self._submit(settings)
+
+    @contextmanager
+    def _turn(self) -> Iterator[None]:
+        """Holds the lock, once it is free within apply_timeout: one change at a time, each
+        on top of the one before."""
+        if not self._lock.acquire(timeout=self.apply_timeout):
+            raise ApplyTimeout(f"another settings change was still being applied after "
+                               f"{self.apply_timeout:g} s; nothing was applied, try again")
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def _submit(self, new: Settings) -> int:
         if new.model != self.settings.model:
             check_model(new.model)
-        version = self.session.submit(to_config(new))
-        self.session.wait_applied(version, self.apply_timeout)
-        rejected = self.session.rejection(version)
+        session = self.session
+        version = session.submit(to_config(new))
+        if not session.wait_applied(version, self.apply_timeout):
+            if session.withdraw(version):
+                raise ApplyTimeout(
+                    f"the engine did not reach a token boundary within "
+                    f"{self.apply_timeout:g} s (it is {session.state}, at token "
+                    f"{session.tokens}); version {version} was withdrawn, nothing was applied")
+            session.wait_applied(version, None)  # taken up: a rebuild under way ends first
+        rejected = session.rejection(version)
         if rejected:
-            raise SettingsError({"settings": f"version {version} was rejected by the engine, "
+            raise SettingsError({"settings": f"version {version} was refused by the engine, "
                                              f"which kept the previous settings: {rejected}"})
         self.settings = new
         return version
 
     def state(self) -> dict[str, Any]:
-        return {"version": self.version, "settings": self.settings.model_dump(),
-                "state": self.session.state}
+        """Version and settings as the engine runs them, read together."""
+        version, cfg = self.session.settings_state()
+        return {"version": version, "settings": config_dict(cfg), "state": self.session.state}
 
     # -- presets -----------------------------------------------------------------------
     def preset_settings(self, name: str) -> Settings:

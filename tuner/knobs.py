@@ -27,6 +27,7 @@ class Knob:
     choices: tuple[str, ...] | None = None
     unit: str = ""
     restart: bool = False  # True: changing it rebuilds the arena / model in place
+    off: float | None = None  # a value below the range that switches the knob off
 
     @property
     def kind(self) -> str:
@@ -43,6 +44,9 @@ class Knob:
             return "0 or 1 (false or true)"
         if self.choices:
             return "one of " + ", ".join(self.choices)
+        if self.off is not None:
+            return (f"{_num(self.off)} (off) or {self.type.__name__} in "
+                    f"[{_num(self.min)}, {_num(self.max)}]")
         if self.min is not None and self.max is not None:
             return f"{self.type.__name__} in [{_num(self.min)}, {_num(self.max)}]"
         if self.min is not None:
@@ -58,6 +62,7 @@ class Knob:
             "default": self.default,
             "min": self.min,
             "max": self.max,
+            "off": self.off,
             "choices": list(self.choices) if self.choices else None,
             "unit": self.unit,
             "group": self.group,
@@ -73,6 +78,7 @@ def _num(x: float) -> str:
 
 
 S000, S001, S002, S003 = "000", "001", "002", "003"
+MIN_GBPS = 0.01  # the slowest emulated bandwidth
 
 KNOBS: tuple[Knob, ...] = (
     # routing
@@ -119,6 +125,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("io_piece_kib", "STRATA_IO_PIECE_KIB", int, 256,
          "size of one read job; an expert read is split into pieces of this size", "io",
          S000, 4, 65536, unit="KiB", restart=True),
+    Knob("verify_reads", "STRATA_VERIFY_READS", int, 0,
+         "check every expert read before it is used: 1 = its size and that every value is "
+         "finite; 2 = also its CRC-32 against one recorded for every expert when the engine "
+         "is built", "io", "-", 0, 2, restart=True),
     Knob("io_jitter_ms", "STRATA_IO_JITTER_MS", float, 0.0,
          "random extra delay per read piece, up to this much (tests that timing never "
          "leaks into residency)", "io", S000, 0.0, 1000.0, unit="ms"),
@@ -148,16 +158,17 @@ KNOBS: tuple[Knob, ...] = (
          unit="tokens"),
     Knob("adapt_decay", "STRATA_ADAPT_DECAY", float, 0.95,
          "per-token decay of the per-layer routing counts", "tiers", S003, 0.0, 1.0),
-    # hardware emulation
+    # hardware emulation. At the floor, 10 MB/s, a demo-model token's misses (about 40 MB)
+    # take about 4 s; below it one token could take minutes.
     Knob("ssd_gbps", "STRATA_SSD_GBPS", float, 0.0,
-         "emulated store read bandwidth (0 = real speed)", "hardware", S002, 0.0, 1e4,
-         unit="GB/s"),
+         "emulated store read bandwidth (0 = real speed)", "hardware", S002, MIN_GBPS, 1e4,
+         unit="GB/s", off=0.0),
     Knob("link_gbps", "STRATA_LINK_GBPS", float, 0.0,
          "emulated host-to-device link bandwidth (0 = real speed)", "hardware", S002,
-         0.0, 1e4, unit="GB/s"),
+         MIN_GBPS, 1e4, unit="GB/s", off=0.0),
     Knob("cpu_gbps", "STRATA_CPU_GBPS", float, 0.0,
-         "emulated CPU-site expert bandwidth (0 = real speed)", "hardware", S002, 0.0, 1e4,
-         unit="GB/s"),
+         "emulated CPU-site expert bandwidth (0 = real speed)", "hardware", S002, MIN_GBPS,
+         1e4, unit="GB/s", off=0.0),
     # One token's matrices are small: splitting them over threads costs more than it
     # saves on a small machine (on 2 cores one thread decodes the demo model about 20 %
     # faster than two), and the cores are also wanted by the readers and the UIs.

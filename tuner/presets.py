@@ -12,15 +12,20 @@
 
 Shipped presets live in the repository's `presets/` folder and are read-only; user presets
 live in the user folder and shadow shipped ones of the same name. Names are plain words
-(letters, digits, `.`, `_`, `-`), so no name can reach outside its folder. Writes are
-atomic (temporary file, then rename). A broken file is reported with its path and line.
+(letters, digits, `.`, `_`, `-`), matched in full, so no name can reach outside its folder.
+Writes are atomic (temporary file, then rename) and one store makes one change at a time.
+A broken file, whatever is wrong with it, is reported with its path (and line where there
+is one), never raised past the store.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import tempfile
+import threading
+import time
 import tomllib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,8 +38,10 @@ from tuner import __version__
 from tuner.knobs import BY_NAME
 from tuner.settings import Settings, SettingsError, non_default, normalise, validate
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # whole names: use fullmatch
 META_KEYS = ("name", "description", "created", "engine_version", "based_on")
+MAX_FILE = 64 * 1024  # a preset is a few hundred bytes; a bigger file is not one
+STALE_TEMP_S = 60.0  # a temporary file older than this was left by a writer that died
 
 
 class PresetError(ValueError):
@@ -42,6 +49,24 @@ class PresetError(ValueError):
         self.where, self.line = where, line
         at = f"{where}:{line}" if line else where
         super().__init__(f"{at}: {message}")
+
+
+class PresetNotFound(PresetError):
+    """No preset of that name (or it went away while being read)."""
+
+
+class PresetReadOnly(PresetError):
+    """A shipped preset: it cannot be deleted."""
+
+
+class PresetWriteError(PresetError):
+    """The user folder cannot take the file: `full` when out of space, else not writable."""
+
+    def __init__(self, where: str, err: OSError):
+        self.full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+        why = "no space left" if self.full else "not writable"
+        super().__init__(where, f"cannot be saved: the presets folder is {why} "
+                                f"({err.strerror or err})")
 
 
 @dataclass
@@ -73,7 +98,7 @@ def user_dir() -> Path:
 
 
 def check_name(name: str) -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name) or ".." in name:
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or ".." in name:
         raise PresetError(repr(name), "a preset name is 1-64 letters, digits, '.', '_' or '-', "
                           "starting with a letter or digit, with no '..'")
     return name
@@ -99,6 +124,10 @@ def parse(text: str, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise PresetError(where, f"not valid TOML: {err}", _toml_error_line(err, text)) from None
+    except RecursionError:
+        raise PresetError(where, "not a preset: values nested too deeply") from None
+    except ValueError as err:  # what tomllib lets through, such as a 5,000-digit integer
+        raise PresetError(where, f"not valid TOML: {err}") from None
     extra = set(doc) - {"preset", "knobs"}
     if extra:
         key = sorted(extra)[0]
@@ -125,7 +154,13 @@ def parse(text: str, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
 def load_file(path: Path, shipped: bool = False) -> Preset:
     path = Path(path)
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE + 1)
+        if len(data) > MAX_FILE:
+            raise PresetError(str(path), f"over the limit of {MAX_FILE} bytes for a preset")
+        text = data.decode()
+    except FileNotFoundError:
+        raise PresetNotFound(str(path), "no such preset file") from None
     except (OSError, UnicodeDecodeError) as err:
         raise PresetError(str(path), f"cannot be read: {err}") from None
     knobs, meta = parse(text, str(path))
@@ -138,6 +173,8 @@ class Store:
     def __init__(self, user: Path | None = None, shipped: Path | None = None):
         self.user = Path(user) if user else user_dir()
         self.shipped = Path(shipped) if shipped else shipped_dir()
+        # One change at a time: a save and a delete of one name never interleave.
+        self._lock = threading.RLock()
 
     def _path(self, name: str) -> tuple[Path, bool]:
         check_name(name)
@@ -145,16 +182,17 @@ class Store:
             p = folder / f"{name}.toml"
             if p.is_file():
                 return p, shipped
-        raise PresetError(name, f"no preset of that name; known: {', '.join(self.names())}")
+        raise PresetNotFound(name, f"no preset of that name; known: {', '.join(self.names())}")
 
     def names(self) -> list[str]:
         found = {p.stem for d in (self.user, self.shipped) if d.is_dir()
-                 for p in d.glob("*.toml") if NAME_RE.match(p.stem)}
+                 for p in d.glob("*.toml") if NAME_RE.fullmatch(p.stem)}
         return sorted(found)
 
     def get(self, name: str) -> Preset:
-        path, shipped = self._path(name)
-        preset = load_file(path, shipped)
+        with self._lock:
+            path, shipped = self._path(name)
+            preset = load_file(path, shipped)
         preset.name = name
         return preset
 
@@ -166,6 +204,8 @@ class Store:
                 p = self.get(name)
                 out.append({"name": name, "shipped": p.shipped, "meta": p.meta,
                             "knobs": p.knobs, "error": None})
+            except PresetNotFound:  # deleted since it was listed
+                continue
             except PresetError as err:
                 out.append({"name": name, "shipped": None, "meta": {}, "knobs": {},
                             "error": str(err)})
@@ -181,6 +221,14 @@ class Store:
             meta["based_on"] = based_on
         knobs = non_default(settings)
         doc = {"preset": meta, "knobs": knobs}
+        with self._lock:
+            try:
+                self._write(name, doc)
+            except OSError as err:
+                raise PresetWriteError(f"{self.user / name}.toml", err) from None
+        return Preset(name, knobs, meta, self.user / f"{name}.toml", False)
+
+    def _write(self, name: str, doc: dict[str, Any]) -> None:
         self.user.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.user, prefix=f".{name}.", suffix=".tmp")
         try:
@@ -192,16 +240,32 @@ class Store:
         except BaseException:
             os.unlink(tmp)
             raise
-        return Preset(name, knobs, meta, self.user / f"{name}.toml", False)
 
     def delete(self, name: str) -> None:
         check_name(name)
-        path = self.user / f"{name}.toml"
-        if not path.is_file():
-            shipped = (self.shipped / f"{name}.toml").is_file()
-            raise PresetError(name, "shipped presets cannot be deleted" if shipped
-                              else "no user preset of that name")
-        path.unlink()
+        with self._lock:
+            try:
+                (self.user / f"{name}.toml").unlink()
+            except FileNotFoundError:
+                if (self.shipped / f"{name}.toml").is_file():
+                    raise PresetReadOnly(name, "shipped presets cannot be deleted") from None
+                raise PresetNotFound(name, "no user preset of that name") from None
+            except OSError as err:
+                raise PresetWriteError(f"{self.user / name}.toml", err) from None
+
+    def clean(self) -> list[Path]:
+        """Removes temporary files that writers killed mid-save left behind; returns them."""
+        cutoff = time.time() - STALE_TEMP_S
+        removed = []
+        with self._lock:
+            for tmp in self.user.glob(".*.tmp") if self.user.is_dir() else ():
+                try:
+                    if tmp.stat().st_mtime < cutoff:
+                        tmp.unlink()
+                        removed.append(tmp)
+                except OSError:  # gone already, or not ours to remove: left as it is
+                    continue
+        return removed
 
 
 def resolve(ref: str, store: Store | None = None) -> Preset:

@@ -3,15 +3,31 @@
 Layers, later wins: knob defaults < preset file < STRATA_* environment < CLI flags < live
 changes. Every layer goes through the same pydantic model, so a bad value anywhere gives
 the same message: the knob, its env alias, the value and what is allowed.
+
+Types are strict. Typed inputs (JSON, TOML, Python) must carry the knob's own type: a
+number for a number (never a string or true/false), true/false or 0/1 for a switch, text
+for text. Inputs that are text by nature (environment, command line, form fields) are
+parsed by `from_text`, which accepts only the plain spellings: `5`, `0.85`, `1e-3`, and
+`0`/`1`/`true`/`false` for a switch.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tuner.knobs import BY_NAME, KNOBS, Config, Knob, lookup
@@ -25,27 +41,46 @@ class SettingsError(ValueError):
         super().__init__("; ".join(problems.values()))
 
 
+def _switch(value: Any) -> Any:
+    """A switch takes true/false or the numbers 0 and 1 (the seeds write 0/1)."""
+    if type(value) is int and value in (0, 1):
+        return bool(value)
+    return value  # anything else meets the strict bool check and its message
+
+
+def _off_or_in_range(k: Knob):
+    def check(value: Any) -> Any:
+        if value != k.off and not k.min <= value <= k.max:
+            raise ValueError(k.allowed())
+        return value
+
+    return check
+
+
 def _annotation(k: Knob) -> Any:
     if k.choices:
         return Literal[k.choices]  # type: ignore[valid-type]
+    if k.type is bool:
+        return Annotated[bool, BeforeValidator(_switch)]
+    if k.off is not None:  # the range and the off value: ge/le cannot say it
+        return Annotated[k.type, AfterValidator(_off_or_in_range(k))]
     return k.type
 
 
-def _field_defs(with_defaults: bool) -> dict[str, Any]:
+def _field_defs() -> dict[str, Any]:
     defs = {}
     for k in KNOBS:
-        extra = {"ge": k.min, "le": k.max} if k.type in (int, float) else {}
-        default = k.default if with_defaults else None
-        defs[k.name] = (
-            _annotation(k) if with_defaults else _annotation(k) | None,
-            Field(default, alias=k.env, description=k.help, **extra),
-        )
+        numeric = k.type in (int, float) and k.off is None
+        extra = {"ge": k.min, "le": k.max} if numeric else {}
+        defs[k.name] = (_annotation(k),
+                        Field(k.default, alias=k.env, description=k.help, **extra))
     return defs
 
 
 class _Base(BaseModel):
     model_config = ConfigDict(
-        frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True
+        frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True,
+        strict=True, allow_inf_nan=False,
     )
 
     @model_validator(mode="after")
@@ -58,17 +93,64 @@ class _Base(BaseModel):
         return self
 
 
-Settings = create_model("Settings", __base__=_Base, **_field_defs(with_defaults=True))
+Settings = create_model("Settings", __base__=_Base, **_field_defs())
 Settings.__doc__ = "All knob values, validated; immutable (a change makes a new object)."
 
 
 class _EnvLayer(BaseSettings):
-    """Only the STRATA_* variables that are set; pydantic-settings does the parsing."""
+    """Only the STRATA_* variables that are set, as text; `from_text` parses them."""
 
     model_config = SettingsConfigDict(case_sensitive=True, extra="ignore")
 
 
-EnvLayer = create_model("EnvLayer", __base__=_EnvLayer, **_field_defs(with_defaults=False))
+EnvLayer = create_model("EnvLayer", __base__=_EnvLayer,
+                        **{k.name: (str | None, Field(None, alias=k.env)) for k in KNOBS})
+
+_INT_TEXT = re.compile(r"[+-]?\d{1,20}")
+_FLOAT_TEXT = re.compile(r"[+-]?(\d{1,20}(\.\d{0,20})?|\.\d{1,20})([eE][+-]?\d{1,3})?")
+_SWITCH_TEXT = {"0": False, "1": True, "false": False, "true": True}
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A value as a message quotes it: repr, cut to `limit` characters."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer too long to print
+        text = f"<{type(value).__name__} too long to show>"
+    return text if len(text) <= limit else text[:limit - 5] + "...)"
+
+
+_KINDS = {bool: "true/false", str: "text", list: "a list", dict: "an object",
+          type(None): "null", float: "a number with a fraction", int: "a whole number"}
+
+
+def _not_allowed(knob: Knob, value: Any, wrong_type: bool = False) -> str:
+    got = f", not {_KINDS.get(type(value), type(value).__name__)}" if wrong_type else ""
+    return (f"{knob.name} ({knob.env}) = {shown(value)} is not allowed: expected "
+            f"{knob.allowed()}{got}")
+
+
+def _wrong_type(knob: Knob, value: Any) -> bool:
+    """True when the value is of a kind the knob never takes (ints pass as floats and as
+    switches, where only their value can be wrong)."""
+    if type(value) is int:
+        return knob.type is str
+    return type(value) is not knob.type
+
+
+def from_text(knob: Knob, text: str) -> Any:
+    """A knob value typed as text (environment, command line, form field) as its type; the
+    range is checked by validation. Raises SettingsError naming the knob."""
+    if knob.type is str:
+        return text
+    word = text.strip().lower()
+    if knob.type is bool and word in _SWITCH_TEXT:
+        return _SWITCH_TEXT[word]
+    if knob.type is int and _INT_TEXT.fullmatch(word):
+        return int(word)
+    if knob.type is float and _FLOAT_TEXT.fullmatch(word):
+        return float(word)
+    raise SettingsError({knob.name: _not_allowed(knob, text)})
 
 
 def _explain(err: ValidationError, given: Mapping[str, Any]) -> dict[str, str]:
@@ -78,14 +160,13 @@ def _explain(err: ValidationError, given: Mapping[str, Any]) -> dict[str, str]:
         knob = lookup(str(loc)) if loc is not None else None
         if knob is None:
             if e["type"] == "extra_forbidden":
-                problems[str(loc)] = f"unknown knob {loc!r}; see `tuner knobs` for the list"
+                problems[str(loc)] = (f"unknown knob {shown(loc)}; see `tuner knobs` for "
+                                      "the list")
             else:  # a cross-field rule; its message names the fields
                 problems["settings"] = e["msg"].removeprefix("Value error, ")
             continue
         value = given.get(knob.name, given.get(knob.env, e.get("input")))
-        problems[knob.name] = (
-            f"{knob.name} ({knob.env}) = {value!r} is not allowed: expected {knob.allowed()}"
-        )
+        problems[knob.name] = _not_allowed(knob, value, _wrong_type(knob, value))
     return problems
 
 
@@ -107,22 +188,36 @@ def validate(values: Mapping[str, Any]) -> Settings:
 
 
 def env_values() -> dict[str, Any]:
-    """The knobs set in the environment (STRATA_* names), parsed by pydantic-settings."""
+    """The knobs set in the environment (STRATA_* names), each parsed by `from_text`."""
     envs = {k.env for k in KNOBS}
     unknown = sorted(k for k in os.environ if k.startswith("STRATA_") and k not in envs)
     if unknown:
         raise SettingsError({k: f"unknown environment knob {k!r}; see `tuner knobs`"
                              for k in unknown})
-    try:
-        layer = EnvLayer()
-    except ValidationError as err:
-        raise SettingsError(_explain(err, dict(os.environ))) from None
-    return layer.model_dump(exclude_unset=True)
+    return from_texts(EnvLayer().model_dump(exclude_unset=True))
+
+
+def from_texts(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Knob values given as text (command line, form fields, knob=value pairs) as their
+    types, every problem at once; typed values and unknown keys are left to validation."""
+    out, problems = {}, {}
+    for key, value in normalise(changes).items():
+        knob = BY_NAME.get(key)
+        if knob is not None and isinstance(value, str):
+            try:
+                value = from_text(knob, value)
+            except SettingsError as err:
+                problems.update(err.problems)
+                continue
+        out[key] = value
+    if problems:
+        raise SettingsError(problems)
+    return out
 
 
 def load(preset: Mapping[str, Any] | None = None, cli: Mapping[str, Any] | None = None) -> Settings:
-    """Defaults < preset < environment < CLI."""
-    return validate({**normalise(preset or {}), **env_values(), **normalise(cli or {})})
+    """Defaults < preset < environment < CLI (flag values as text, or typed)."""
+    return validate({**normalise(preset or {}), **env_values(), **from_texts(cli or {})})
 
 
 def apply(current: Settings, changes: Mapping[str, Any]) -> Settings:

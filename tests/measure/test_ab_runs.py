@@ -29,7 +29,7 @@ def test_an_arm_is_a_preset_or_overrides_on_top_of_the_base(base, tmp_path):
 
 @pytest.mark.parametrize("text, error, message", [
     ("moce_bonus=20", SettingsError,
-     r"moce_bonus \(STRATA_METAL_MOCE_BONUS\) = '20' is not allowed: expected float in \[0, 10\]"),
+     r"moce_bonus \(STRATA_METAL_MOCE_BONUS\) = 20.0 is not allowed: expected float in \[0, 10\]"),
     ("bogus=1", SettingsError, "unknown knob 'bogus'"),
     ("decode_2q=1,x", SettingsError, "'x' is not knob=value; an arm is a preset name"),
     ("nonesuch", PresetError, "no preset of that name; known: .*2q.*; an arm is a preset"),

@@ -22,7 +22,8 @@ def test_every_knob_is_complete():
         assert k.default is not None
         if k.type in (int, float) and k.name != "model":
             assert k.min is not None and k.max is not None, k.name
-            assert k.min <= k.default <= k.max, k.name
+            assert k.min <= k.default <= k.max or k.default == k.off, k.name
+            assert k.off is None or k.off < k.min, k.name
         if k.choices:
             assert k.default in k.choices
     assert len({k.env for k in KNOBS}) == len(KNOBS)

@@ -63,7 +63,7 @@ async def test_toggling_2q_and_changing_the_bonus_change_the_settings_version(
 async def test_an_invalid_value_shows_the_engine_message_and_changes_nothing(
         embedded, controller):
     with pytest.raises(SettingsError) as engine:
-        apply(controller.settings, {"moce_bonus": "99"})
+        apply(controller.settings, {"moce_bonus": 99.0})
     controller.session.pause()
     app = create_app(embedded)
     async with app.run_test(size=SIZE) as pilot:
@@ -76,7 +76,7 @@ async def test_an_invalid_value_shows_the_engine_message_and_changes_nothing(
         await until(lambda: field.has_class("-rejected"), pause=pilot.pause)
         shown = str(field.query_one(".knob-problem", Static).render())
         assert shown == engine.value.problems["moce_bonus"]
-        assert "moce_bonus (STRATA_METAL_MOCE_BONUS) = '99'" in shown
+        assert "moce_bonus (STRATA_METAL_MOCE_BONUS) = 99.0" in shown
         assert field.query_one(Input).value == "0.0"  # back to what the engine runs
         assert controller.version == version and controller.settings == settings
 

@@ -33,7 +33,7 @@ async def test_knobs_are_the_knob_table(backend):
 async def test_change_is_applied_and_versioned(backend, controller):
     async with following(backend):
         before = await backend.state()
-        state = await backend.change({"moce_bonus": "0.85", "decode_2q": True})
+        state = await backend.change({"moce_bonus": 0.85, "decode_2q": True})
         assert state["version"] == before["version"] + 1 == controller.version
         assert controller.settings.moce_bonus == 0.85 and controller.settings.decode_2q
         snap = await until(lambda: (s := backend.latest()) and

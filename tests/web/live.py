@@ -25,6 +25,11 @@ class Live:
     session: Session
     app: FastAPI
 
+    @property
+    def page_headers(self) -> dict[str, str]:
+        """What the page's own requests carry: its origin and htmx's header."""
+        return {"Origin": self.url, "HX-Request": "true"}
+
     def wait_tokens(self, n: int, timeout: float = 30.0) -> int:
         """Until the engine has decoded `n` more tokens; returns the token count."""
         start = self.session.tokens

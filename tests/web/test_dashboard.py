@@ -29,14 +29,17 @@ def test_page_has_a_field_per_knob_and_a_column_per_counter(live):
 
 
 def test_a_rejected_field_comes_back_with_the_message_and_the_old_value(live):
-    r = httpx.post(f"{live.url}/ui/knobs/moce_bonus", data={"value": "11"})
+    r = httpx.post(f"{live.url}/ui/knobs/moce_bonus", data={"value": "11"},
+                   headers=live.page_headers)
     assert r.status_code == 200
-    assert "moce_bonus (STRATA_METAL_MOCE_BONUS) = &#39;11&#39; is not allowed" in r.text
+    assert "moce_bonus (STRATA_METAL_MOCE_BONUS) = 11.0 is not allowed" in r.text
     assert 'value="0.0"' in r.text and 'class="knob rejected"' in r.text
-    r = httpx.post(f"{live.url}/ui/knobs/decode_2q", data={"value": "true"})
+    r = httpx.post(f"{live.url}/ui/knobs/decode_2q", data={"value": "true"},
+                   headers=live.page_headers)
     assert "checked" in r.text and "error" not in r.text
     assert live.controller.settings.decode_2q is True
-    assert httpx.post(f"{live.url}/ui/knobs/warp", data={"value": "1"}).status_code == 404
+    assert httpx.post(f"{live.url}/ui/knobs/warp", data={"value": "1"},
+                      headers=live.page_headers).status_code == 404
 
 
 def test_page_and_fragments_need_the_token_but_assets_do_not(controller):
@@ -44,15 +47,15 @@ def test_page_and_fragments_need_the_token_but_assets_do_not(controller):
         assert httpx.get(f"{live.url}/").status_code == 401
         html = httpx.get(f"{live.url}/", params={"token": "pg"}).text
         assert "token=pg" in html and "Bearer pg" in html
-        assert httpx.post(f"{live.url}/ui/knobs/decode_2q", data={"value": "1"}).status_code \
-            == 401
+        assert httpx.post(f"{live.url}/ui/knobs/decode_2q", data={"value": "1"},
+                          headers=live.page_headers).status_code == 401
         assert httpx.get(f"{live.url}/static/htmx-2.0.11.min.js").status_code == 200
 
 
 def test_live_stream_sends_html_one_update_at_a_time(live):
     async def main():
         async with websockets.connect(f"{live.ws_url.replace('/ws', '/ui/ws')}?rate=30",
-                                      proxy=None) as ws:
+                                      proxy=None, origin=live.url) as ws:
             first = await asyncio.wait_for(ws.recv(), 5)
             held = None
             try:  # paced: nothing more until the page says it is ready

@@ -27,12 +27,12 @@ def test_page_has_the_ab_form(live):
 
 def test_ab_from_the_panel(live):
     r = httpx.post(f"{live.url}/ui/ab", data={"a": "baseline", "b": "2q", "pairs": "1",
-                                              "tokens": "16"})
+                                              "tokens": "16"}, headers=live.page_headers)
     assert r.status_code == 200
     assert 'hx-trigger="every 1s"' in r.text and "of 3" in r.text
     assert "the live session is paused" in r.text
     busy = httpx.post(f"{live.url}/ui/ab", data={"a": "baseline", "b": "2q", "pairs": "1",
-                                                 "tokens": "16"})
+                                                 "tokens": "16"}, headers=live.page_headers)
     assert "already running" in busy.text
     html = poll(live.url)
     job = live.controller.ab.job
@@ -51,7 +51,7 @@ def test_ab_bad_input_gives_a_message_and_starts_nothing(live):
             ({"a": "../x", "b": "2q", "pairs": "1", "tokens": "16"}, "x"),
             ({"a": "baseline", "b": "2q", "pairs": "99", "tokens": "16"}, "pairs = 99"),
             ({"a": "baseline", "b": "2q", "pairs": "1", "tokens": "many"}, "tokens must be")):
-        r = httpx.post(f"{live.url}/ui/ab", data=data)
+        r = httpx.post(f"{live.url}/ui/ab", data=data, headers=live.page_headers)
         assert r.status_code == 200 and 'class="error"' in r.text and message in r.text
     assert live.controller.ab.job is None
     assert live.session.state == "running"

@@ -160,7 +160,7 @@ def test_out_of_range_value_shows_the_error_and_changes_nothing(live, open_page)
     field.fill("99")
     field.press("Tab")
     error = page.locator("#knob-moce_protect .error")
-    expect(error).to_contain_text("moce_protect (STRATA_METAL_MOCE_PROTECT) = '99'")
+    expect(error).to_contain_text("moce_protect (STRATA_METAL_MOCE_PROTECT) = 99 ")
     expect(error).to_contain_text("[0, 64]")
     expect(page.locator("#in-moce_protect")).to_have_value("3")  # reverted
     assert live.controller.state()["settings"] == before["settings"]

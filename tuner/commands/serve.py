@@ -10,6 +10,9 @@ import socket
 from tuner.cli import add_knob_flags, settings_from_args
 
 DEFAULT_PORT = 8765
+# On SIGTERM or Ctrl-C, open requests and websockets get this long to finish; then the
+# server closes them, so the process ends within a few seconds whatever clients do.
+GRACE_S = 2.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,8 +23,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", default=os.environ.get("TUNER_TOKEN"),
                    help="required on every call as 'Authorization: Bearer T' or ?token=T "
                         "(default: $TUNER_TOKEN)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
+                   type=allowed_host,
+                   help="another name requests may use for this server (a DNS name, or a "
+                        "reverse proxy's name); repeatable. Requests naming any host but "
+                        "the bound address (and localhost on loopback) are refused")
     add_knob_flags(p)
     p.set_defaults(func=main)
+
+
+def allowed_host(text: str) -> tuple[str, int | None]:
+    from tuner.web.gate import parse_allowed_host
+
+    try:
+        return parse_allowed_host(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def is_loopback(host: str) -> bool:
@@ -58,14 +75,18 @@ def main(args: argparse.Namespace) -> int:
     except OSError as err:
         raise SystemExit(f"tuner serve: cannot listen on {args.host}:{args.port}: {err}") \
             from None
+    store = Store()
+    store.clean()
     session = Session(to_config(settings))
     session.start()
     try:
-        app = create_app(Controller(session, settings, Store()), args.token)
+        app = create_app(Controller(session, settings, store), args.token,
+                         allowed_hosts=tuple(args.allowed_host))
         host = f"[{args.host}]" if ipv6 else args.host
         print(f"tuner: serving {session.ckpt.name} at http://{host}:{args.port}/"
               + (" (token required)" if args.token else ""), flush=True)
-        config = uvicorn.Config(app, log_level="warning", ws_max_size=MAX_BODY)
+        config = uvicorn.Config(app, log_level="warning", ws_max_size=MAX_BODY,
+                                timeout_graceful_shutdown=GRACE_S)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         session.stop()

@@ -64,6 +64,7 @@ def _connected(args: argparse.Namespace) -> int:
 def _embedded(args: argparse.Namespace) -> int:
     from tuner.control import Controller
     from tuner.engine.session import Session
+    from tuner.presets import Store
     from tuner.settings import to_config
     from tuner.ui.app import create_app
     from tuner.ui.embedded import EmbeddedBackend
@@ -77,8 +78,10 @@ def _embedded(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as err:  # a missing or unreadable model folder
         raise SystemExit(f"tuner tui: {err}") from None
     session.start()
+    store = Store()
+    store.clean()
     try:
-        app = create_app(EmbeddedBackend(Controller(session, settings)),
+        app = create_app(EmbeddedBackend(Controller(session, settings, store)),
                          refresh_hz=args.refresh_hz)
         app.run()
         return app.return_code or 0

@@ -9,6 +9,7 @@ each other in the file (the usual case: safetensors sorts tensor names) is one e
 from __future__ import annotations
 
 import json
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,15 +127,20 @@ class Checkpoint:
         return out
 
     def dense(self) -> dict[str, torch.Tensor]:
-        """Every tensor that is not an expert matrix, loaded whole."""
-        out: dict[str, torch.Tensor] = {}
+        """Every tensor that is not an expert matrix, loaded whole into memory of its own.
+        Read, never memory-mapped: a shard cut short under a map ends the process with
+        SIGBUS, while a short read is an error that names the shard."""
         routed = f".{self.config.spec.moe}.experts."
-        for path in self.files:
-            with safe_open(str(path), framework="pt") as f:
-                for name in f.keys():
-                    if routed not in name:
-                        out[name] = f.get_tensor(name)
-        return out
+        return {name: self._read_tensor(name) for name in self._where if routed not in name}
+
+    def _read_tensor(self, name: str) -> torch.Tensor:
+        path, offset, length, dtype, shape = self._where[name]
+        buf = torch.empty(length, dtype=torch.uint8)
+        got = read_into(path, offset, memoryview(buf.numpy()))
+        if got != length:
+            raise OSError(f"{path}: tensor {name} needs bytes {offset}-{offset + length}, "
+                          f"the file ends {got} bytes in: it was truncated or replaced")
+        return buf.view(dtype).view(shape)
 
     def expert_tensor(self, layer: int, expert: int) -> torch.Tensor:
         """One expert's packed bytes read through safetensors (reference path for checks)."""
@@ -145,6 +151,22 @@ class Checkpoint:
                 t = f.get_tensor(self.config.expert_key(layer, expert, p.name))
             buf[p.offset:p.offset + p.nbytes] = t.contiguous().view(-1).view(torch.uint8)
         return buf
+
+
+def read_into(path: str, offset: int, view: memoryview) -> int:
+    """Fills `view` from `path` at `offset` with plain reads; returns the bytes read, fewer
+    than asked only where the file ends."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        got = 0
+        while got < len(view):
+            n = os.preadv(fd, [view[got:]], offset + got)
+            if n == 0:
+                break
+            got += n
+        return got
+    finally:
+        os.close(fd)
 
 
 def part_views(buf: torch.Tensor, parts: tuple[Part, ...]) -> tuple[torch.Tensor, ...]:

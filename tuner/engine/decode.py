@@ -32,6 +32,7 @@ from tuner.engine.predict import predict
 from tuner.engine.slots import RESIDENT, SPEC, SlotMap
 from tuner.engine.store import Read, ReadPool
 from tuner.engine.tiers import HostCopy, Sites, Tier
+from tuner.engine.verify import Verifier
 
 DEFAULT_ARENA_SHARE = 0.20
 
@@ -86,9 +87,12 @@ class Engine:
         self.layer_done = None  # CUDA event: the compute of the last finished layer
         self.uploads: dict[int, torch.cuda.Event] = {}  # slot -> its last upload's end
         self._upload_lock = threading.Lock()
+        self.hurry = threading.Event()  # set: emulated bandwidths stop pacing (see store)
+        self.check = Verifier(ckpt, cfg.verify_reads).check if cfg.verify_reads else None
         self.pool = ReadPool(cfg.io_workers, cfg.io_urgent, cfg.io_direct,
                              cfg.io_piece_kib * 1024,
-                             on_complete=self._upload if self.cuda else None)
+                             on_complete=self._upload if self.cuda else None,
+                             check=self.check, hurry=self.hurry)
         self.counters = Counters(L, E, K, cfg.window)
         self.clock = clock_for(device, self.counters)
         self.reads: dict[int, Read] = {}  # slot -> its read, until the read is accounted
@@ -108,8 +112,8 @@ class Engine:
         """Takes the live knobs of `cfg` (called between tokens only)."""
         if cfg.cpu_pool and self.sites is None:
             self.drain()  # no speculation in flight once misses stop streaming
-            self.sites = Sites(HostCopy(self.ckpt, pin=self.cuda), self.mem, self.views,
-                               self.ckpt.expert_bytes)
+            self.sites = Sites(HostCopy(self.ckpt, pin=self.cuda, check=self.check), self.mem,
+                               self.views, self.ckpt.expert_bytes, self.hurry)
         self.cfg = cfg
         self.pool.ssd.gbps = cfg.ssd_gbps
         self.pool.jitter_ms = cfg.io_jitter_ms

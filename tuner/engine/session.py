@@ -4,10 +4,18 @@ The decode loop runs in its own thread (`start`) or synchronously (`run`). Setti
 as whole validated `Config` objects and are applied at the next token boundary, atomically:
 live knobs in place, restart-class knobs (arena size, I/O pool, model) by rebuilding the
 engine in place. Every snapshot names the settings version that produced it.
+
+Nothing a version brings can stop the loop: whatever building or applying it raises, the
+version is refused with that reason and the running engine carries on. A waiting change,
+pause or stop makes the current token finish at the host's speed (emulated bandwidths
+stop pacing), so it takes effect within a token. A token that fails (an unreadable or
+damaged expert, non-finite logits) puts the session in the error state, naming what
+failed; resume then rebuilds the engine, so it recovers once the cause is gone.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import logging
 import threading
@@ -22,6 +30,7 @@ from tuner import __version__
 from tuner.engine import synth
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.decode import Engine
+from tuner.engine.verify import find_bad_expert
 from tuner.knobs import BY_NAME, Config, config_dict
 
 log = logging.getLogger(__name__)
@@ -71,6 +80,16 @@ def use_threads(n: int) -> None:
     torch.set_num_threads(n or TORCH_THREADS)
 
 
+def trim_heap() -> None:
+    """Gives the memory a replaced engine's many smaller tensors leave in the C heap back to
+    the system: glibc keeps freed blocks for reuse, and RSS would stay about 10 % higher
+    after a few rebuilds."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: its allocator decides
+        pass
+
+
 def model_folder(cfg) -> Path:
     return Path(cfg.model) if cfg.model else synth.ensure()
 
@@ -82,14 +101,16 @@ class Session:
         built-in corpus: every conversation starts from it."""
         self.cfg = cfg or Config()
         self.prompt_text = prompt
-        self.version = 1
-        self.applied_version = 1
+        self.version = 1  # the latest version submitted
+        self.applied_version = 1  # the version the engine runs
+        self.settled_version = 1  # the latest version applied, refused or withdrawn
         self.prompt_ids = prompt_ids
         self._lock = threading.Condition()
         self._pending: tuple[Config, int] | None = None
         self._reset_pending = False
         self._paused = False
         self._stop = False
+        self._recover = False  # resumed after an error: rebuild before the next token
         self._thread: threading.Thread | None = None
         self.error: str | None = None
         self.changes: deque[dict] = deque(maxlen=MAX_CHANGES)
@@ -107,9 +128,15 @@ class Session:
             raise ValueError(f"{ckpt.folder} has no tokenizer.json, so a text prompt cannot "
                              "be encoded; give prompt ids instead")
         engine = Engine(ckpt, cfg, device)
-        if getattr(self, "engine", None) is not None:
-            self.engine.close()
-        self.cfg, self.ckpt, self.engine, self.device = cfg, ckpt, engine, device
+        old = getattr(self, "engine", None)
+        with self._lock:  # a snapshot sees the old engine or the new one, never a mix
+            self.ckpt, self.engine, self.device = ckpt, engine, device
+            if self._pending or self._paused or self._stop:
+                engine.hurry.set()  # what waits for the boundary still waits on this one
+        if old is not None:
+            old.close()  # and with its last reference gone here, its arena is freed
+            del old
+            trim_heap()
         self.tokenizer = tokenizer
         if self.prompt_text is not None:
             self.prompt_ids = tokenizer.encode(self.prompt_text).ids
@@ -132,13 +159,30 @@ class Session:
         with self._lock:
             self.version += 1
             self._pending = (cfg, self.version)
+            self.engine.hurry.set()
             self._lock.notify_all()
             return self.version
 
     def wait_applied(self, version: int, timeout: float = 30.0) -> bool:
+        """Until settings `version` was applied or refused (see `rejection`); False when
+        `timeout` seconds passed first."""
         with self._lock:
-            return self._lock.wait_for(lambda: self.applied_version >= version or
-                                       self.error is not None, timeout)
+            return self._lock.wait_for(lambda: self.settled_version >= version, timeout)
+
+    def withdraw(self, version: int) -> bool:
+        """Takes back settings `version` if the loop has not taken it up yet."""
+        with self._lock:
+            if self._pending is None or self._pending[1] != version:
+                return False
+            self._pending = None
+            self.settled_version = version
+            self._lock.notify_all()
+            return True
+
+    def settings_state(self) -> tuple[int, Config]:
+        """(version, settings) of what the engine runs, read together."""
+        with self._lock:
+            return self.applied_version, self.cfg
 
     def rejection(self, version: int) -> str | None:
         """Why settings `version` was not applied, or None."""
@@ -148,11 +192,14 @@ class Session:
     def pause(self) -> None:
         with self._lock:
             self._paused = True
+            self.engine.hurry.set()
 
     def resume(self) -> None:
+        """Decoding goes on; after an error, on a rebuilt engine."""
         with self._lock:
             self._paused = False
-            self.error = None
+            if self.error is not None:
+                self.error, self._recover = None, True
             self._lock.notify_all()
 
     def reset_counters(self) -> None:
@@ -171,12 +218,13 @@ class Session:
         self._thread = threading.Thread(target=self._loop, name="tuner-decode", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
         with self._lock:
             self._stop = True
+            self.engine.hurry.set()
             self._lock.notify_all()
         if self._thread:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout)
         self.engine.close()
 
     def _loop(self) -> None:
@@ -186,29 +234,48 @@ class Session:
                 self._lock.notify_all()  # a token was counted (wait_tokens)
                 if self._stop:
                     return
-                boundary = self._boundary_locked()
-                if self._paused or self.error:
-                    self._lock.wait(0.1)
-                    continue
+                boundary = self._take_boundary()
+                recover, self._recover = self._recover, False
+            if recover:
+                self._rebuild_after_error()
+            # Paused or failed, the loop still applies settings and resets, at once.
             self._apply(boundary)
+            with self._lock:
+                if self._paused or self.error:
+                    self._lock.wait_for(lambda: self._stop or self._pending is not None
+                                        or self._reset_pending or self._recover
+                                        or not (self._paused or self.error), 0.5)
+                    continue
             try:
                 self._token()
             except Exception as err:  # shown in the snapshot; the loop waits for resume
-                log.exception("decode failed")
-                with self._lock:
-                    self.error = f"{type(err).__name__}: {err}"
-                    self._lock.notify_all()
+                self._fail(err)
 
-    def _boundary_locked(self):
+    def _fail(self, err: Exception) -> None:
+        # One line names the fault; the traceback only when debugging (-v).
+        log.error("decoding stopped: %s: %s", type(err).__name__, err,
+                  exc_info=log.isEnabledFor(logging.DEBUG))
+        with self._lock:
+            self.error = f"{type(err).__name__}: {err}"
+            self._lock.notify_all()
+
+    def _rebuild_after_error(self) -> None:
+        """A failed token can leave bad bytes in the arena and in the KV cache: decoding
+        resumes on a new engine built from the current settings."""
+        try:
+            self._build(self.cfg)
+            log.info("resumed on a rebuilt engine after the error")
+        except Exception as err:  # the cause is still there: back to the error state
+            self._fail(err)
+
+    def _take_boundary(self) -> tuple[tuple[Config, int] | None, bool]:
+        """(pending settings, counter reset) at a token boundary, under the lock; from here
+        on pacing is due again until something else waits for the next boundary."""
         pending, reset = self._pending, self._reset_pending
         self._pending, self._reset_pending = None, False
-        if pending is not None and (self._paused or self.error):
-            self._apply((pending, reset))  # apply now: a paused session still takes settings
-            return (None, False)
-        if reset and (self._paused or self.error):
-            self._apply((None, True))
-            return (None, False)
-        return (pending, reset)
+        if not (self._paused or self._stop):
+            self.engine.hurry.clear()
+        return pending, reset
 
     def _apply(self, boundary) -> None:
         pending, reset = boundary
@@ -218,24 +285,25 @@ class Session:
             changed = {f.name: [getattr(old, f.name), getattr(cfg, f.name)]
                        for f in fields(cfg) if getattr(old, f.name) != getattr(cfg, f.name)}
             rebuilt, rejected = bool(RESTART & changed.keys()), None
-            if rebuilt:
-                try:
+            try:
+                if rebuilt:
                     self._build(cfg)
-                except (OSError, ValueError, KeyError) as err:
-                    rejected = f"{type(err).__name__}: {err}"
-                    log.error("settings version %d rejected, kept the running engine: %s",
-                              version, rejected)
-            else:
-                self.cfg = cfg
-                self.engine.apply_live(cfg)
-            if "threads" in changed:
-                use_threads(self.cfg.threads)
+                else:
+                    self.engine.apply_live(cfg)
+            except Exception as err:  # whatever it was, the running engine stays
+                rejected = f"{type(err).__name__}: {err}"
+                log.error("settings version %d refused, kept the running engine: %s",
+                          version, rejected)
             with self._lock:
+                if rejected is None:
+                    self.cfg, self.applied_version = cfg, version
+                self.settled_version = version
                 self.changes.append({"version": version, "token": self.tokens,
                                      "changed": changed, "rebuilt": rebuilt and not rejected,
                                      "rejected": rejected})
-                self.applied_version = version
                 self._lock.notify_all()
+            if "threads" in changed and rejected is None:
+                use_threads(self.cfg.threads)
         if reset:
             self.engine.reset_counters()
 
@@ -244,7 +312,7 @@ class Session:
         use_threads(self.cfg.threads)
         for _ in range(tokens):
             with self._lock:
-                boundary = self._boundary_locked()
+                boundary = self._take_boundary()
             self._apply(boundary)
             self._token()
         self.engine.drain()
@@ -262,12 +330,26 @@ class Session:
         tok = self._feed.popleft()
         t0 = time.perf_counter()
         logits = eng.step(tok, self.pos)
+        host = logits.detach().cpu()
+        if not torch.isfinite(host).all():
+            raise FloatingPointError(self._why_not_finite())
         self._logits = logits
         self.pos += 1
         self._resident = eng.resident_counts()
         eng.counters.end_token(time.perf_counter() - t0)
         self._hash.update(tok.to_bytes(4, "little"))
-        self._hash.update(logits.detach().cpu().numpy().tobytes())
+        self._hash.update(host.numpy().tobytes())
+
+    def _why_not_finite(self) -> str:
+        """Names the expert whose bytes on disk made this token's logits NaN or inf, when
+        one of the experts it routed to has non-finite values."""
+        eng = self.engine
+        keys = [(l, e) for l, sel in enumerate(eng.prev_sel) for e in sel or ()]
+        found = find_bad_expert(self.ckpt, keys)
+        what = found or ("no expert this token routed to holds non-finite values on disk: "
+                         "the dense weights or an arena copy do")
+        return (f"the logits of token {self.tokens + 1} are not finite (NaN or inf): {what}; "
+                "verify_reads = 1 checks every expert read before it is used")
 
     def _new_conversation(self) -> None:
         self.engine.reset_sequence()
@@ -309,13 +391,13 @@ class Session:
 
     def snapshot(self) -> dict:
         """Plain data: the same dict goes to the websocket, the TUI, --json and /metrics."""
-        eng, mc = self.engine, self.ckpt.config
-        c = eng.counters
-        resident = list(self._resident)
         with self._lock:
+            eng, ckpt = self.engine, self.ckpt
             self.seq += 1
             seq, version, applied = self.seq, self.version, self.applied_version
-            cfg, changes = self.cfg, list(self.changes)
+            settled, cfg, changes = self.settled_version, self.cfg, list(self.changes)
+        mc, c = ckpt.config, eng.counters
+        resident = list(self._resident)
         cum, tokens, secs = c.read(False)
         win, wtok, wsecs = c.read(True)
         return {
@@ -325,16 +407,16 @@ class Session:
             "state": self.state,
             "error": self.error,
             "settings_version": applied,
-            "pending_version": version if version != applied else None,
+            "pending_version": version if version > settled else None,
             "settings": config_dict(cfg),
             "model": {
-                "name": self.ckpt.name, "path": str(self.ckpt.folder), "arch": mc.arch,
+                "name": ckpt.name, "path": str(ckpt.folder), "arch": mc.arch,
                 "layers": mc.num_layers, "experts": mc.num_experts, "top_k": mc.top_k,
-                "expert_bytes": self.ckpt.expert_bytes,
+                "expert_bytes": ckpt.expert_bytes,
             },
             "device": str(self.device),
             "arena": {"slots": eng.slots.n, "policy": eng.slots.policy.name,
-                      "bytes": eng.slots.n * self.ckpt.expert_bytes},
+                      "bytes": eng.slots.n * ckpt.expert_bytes},
             "tokens": tokens,
             "conversations": self.conversations,
             "output_hash": self._hash.hexdigest()[:16],

@@ -7,7 +7,13 @@ read always finishes. Reads are real file reads (`os.preadv`), optionally with O
 through a page-aligned bounce buffer so the page cache is bypassed.
 
 Bandwidth emulation: with `ssd_gbps` > 0 every piece is paced on one shared `Timeline`, so
-the store behaves like one device of that bandwidth whatever the host disk does.
+the store behaves like one device of that bandwidth whatever the host disk does. Pacing and
+read jitter wait on the pool's `hurry` event: the session sets it when a settings change,
+a pause or a stop is waiting for the token boundary, and the token then finishes at the
+host's speed, so no emulated bandwidth can hold a change back for longer than a token.
+
+A complete read can be checked before anyone uses it (`check`: the engine's verifier); a
+read that fails names its file and bytes.
 """
 
 from __future__ import annotations
@@ -28,31 +34,38 @@ QUEUED, RUNNING, DONE, CANCELLED = range(4)
 _ALIGN = 4096
 
 
+class ReadError(OSError):
+    """An expert could not be read, or its bytes failed the check; names file and bytes."""
+
+
 class Timeline:
     """An emulated device of `gbps` bandwidth shared by several threads: each transfer
     reserves bytes / bandwidth on one timeline and ends no earlier than its reservation.
-    With gbps 0 it does nothing (real speed)."""
+    With gbps 0 it does nothing (real speed); while `hurry` is set it does not wait, and
+    the reservations made before are dropped."""
 
-    def __init__(self) -> None:
+    def __init__(self, hurry: threading.Event | None = None) -> None:
         self.gbps = 0.0
+        self.hurry = hurry or threading.Event()
         self._lock = threading.Lock()
         self._busy_until = 0.0
 
     def pace(self, nbytes: int, started: float) -> None:
-        if self.gbps <= 0:
+        if self.gbps <= 0 or self.hurry.is_set():
             return
         with self._lock:
             start = max(started, self._busy_until)
             self._busy_until = start + nbytes / (self.gbps * 1e9)
             until = self._busy_until
         delay = until - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
+        if delay > 0 and self.hurry.wait(delay):
+            with self._lock:
+                self._busy_until = min(self._busy_until, time.perf_counter())
 
 
 @dataclass(eq=False)
 class Piece:
-    read: Read
+    read: Read | None  # dropped once the piece ended: no cycle keeps a read's buffer alive
     path: str
     offset: int
     length: int
@@ -85,14 +98,27 @@ class Read:
     def complete(self) -> bool:
         return all(p.state == DONE for p in self.pieces)
 
+    def where(self) -> str:
+        """The file and byte ranges the read covers."""
+        spans: dict[str, list[int]] = {}
+        for p in self.pieces:
+            lo_hi = spans.setdefault(p.path, [p.offset, p.offset + p.length])
+            lo_hi[0], lo_hi[1] = min(lo_hi[0], p.offset), max(lo_hi[1], p.offset + p.length)
+        return "; ".join(f"in {os.path.basename(path)} at bytes {lo}-{hi}"
+                         for path, (lo, hi) in spans.items())
+
 
 class ReadPool:
     def __init__(self, workers: int, urgent: int, direct: bool, piece_bytes: int,
-                 on_complete: Callable[[Read], None] | None = None):
+                 on_complete: Callable[[Read], None] | None = None,
+                 check: Callable[[Read], str | None] | None = None,
+                 hurry: threading.Event | None = None):
         self.direct = direct
         self.on_complete = on_complete  # runs on the worker that finished a complete read
+        self.check = check  # what is wrong with a complete read's bytes, or None
         self.piece_bytes = max(_ALIGN, piece_bytes // _ALIGN * _ALIGN)
-        self.ssd = Timeline()  # live knobs, set by the engine
+        self.hurry = hurry or threading.Event()  # set: no pacing, no jitter (see above)
+        self.ssd = Timeline(self.hurry)  # live knobs, set by the engine
         self.jitter_ms = 0.0
         self._cond = threading.Condition()
         self._urgent: deque[Piece] = deque()
@@ -141,7 +167,7 @@ class ReadPool:
             for p in read.pieces:
                 if p.state == QUEUED:
                     (self._spec if p in self._spec else self._urgent).remove(p)
-                    p.state = CANCELLED
+                    p.state, p.read = CANCELLED, None
                     cancelled = True
             last = cancelled and self._finished(read)
         if last:  # otherwise a worker finishes it, or already has
@@ -153,13 +179,15 @@ class ReadPool:
             return self.bytes_read / self.busy_s / 1e9 if self.busy_s else None
 
     def wait(self, read: Read) -> float:
-        """Blocks until no piece of the read is queued or running; returns seconds waited."""
+        """Blocks until no piece of the read is queued or running; returns seconds waited.
+        Raises ReadError when the read failed or its bytes failed the check."""
         if read.done.is_set() and not read.error:
             return 0.0
         t0 = time.perf_counter()
         read.done.wait()
         if read.error:
-            raise OSError(f"expert {read.key} could not be read: {read.error}")
+            raise ReadError(f"expert (layer {read.key[0]}, expert {read.key[1]}) "
+                            f"{read.where()}: {read.error}")
         return time.perf_counter() - t0
 
     def close(self) -> None:
@@ -178,10 +206,12 @@ class ReadPool:
         return all(p.state in (DONE, CANCELLED) for p in read.pieces)
 
     def _finish(self, read: Read) -> None:
-        """Ends a read once, by whoever ended its last piece: the completion hook for a
-        complete read (the CUDA upload), then `done`. Setting `done` before the hook ran
-        would let the read's buffer be reused while the hook still copies from it."""
+        """Ends a read once, by whoever ended its last piece: the check and the completion
+        hook of a complete read (the CUDA upload), then `done`. Setting `done` before the
+        hook ran would let the read's buffer be reused while the hook still copies from it."""
         try:
+            if self.check and read.complete and not read.error:
+                read.error = self.check(read)
             if self.on_complete and read.complete and not read.error:
                 self.on_complete(read)
         except Exception as err:  # the waiter raises it; the worker lives on
@@ -215,10 +245,10 @@ class ReadPool:
                 self._read(piece, bounce)
                 self._throttle(piece.length, t0)
             except OSError as err:  # reported to whoever waits on the read
-                piece.read.error = f"{piece.path}: {err}"
+                piece.read.error = f"{err.strerror or err}" if err.filename else str(err)
             read = piece.read
             with self._cond:
-                piece.state = DONE
+                piece.state, piece.read = DONE, None
                 read.bytes_read += piece.length
                 self.bytes_read += piece.length
                 self._active -= 1
@@ -233,17 +263,18 @@ class ReadPool:
         dst = piece.read.dst[piece.dst:piece.dst + piece.length]
         if bounce is None:
             got = os.preadv(fd, [dst], piece.offset)
-            if got != piece.length:
-                raise OSError(f"short read of {piece.path} at {piece.offset}: {got} bytes")
-            return
-        start = piece.offset // _ALIGN * _ALIGN
-        span = (piece.offset + piece.length - start + _ALIGN - 1) // _ALIGN * _ALIGN
-        view = memoryview(bounce)[:span]
-        os.preadv(fd, [view], start)
-        skip = piece.offset - start
-        dst[:] = view[skip:skip + piece.length]
+        else:
+            start = piece.offset // _ALIGN * _ALIGN
+            span = (piece.offset + piece.length - start + _ALIGN - 1) // _ALIGN * _ALIGN
+            view = memoryview(bounce)[:span]
+            skip = piece.offset - start
+            got = max(0, min(os.preadv(fd, [view], start) - skip, piece.length))
+            dst[:got] = view[skip:skip + got]
+        if got != piece.length:  # the file is shorter than the checkpoint's header says
+            raise OSError(f"the file ended {got} bytes into the {piece.length} bytes at "
+                          f"{piece.offset}: it was truncated or replaced")
 
     def _throttle(self, nbytes: int, t0: float) -> None:
         if self.jitter_ms > 0:
-            time.sleep(self._rng.random() * self.jitter_ms / 1000)
+            self.hurry.wait(self._rng.random() * self.jitter_ms / 1000)
         self.ssd.pace(nbytes, t0)

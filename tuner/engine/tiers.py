@@ -20,7 +20,9 @@ The host copy holds every expert in host RAM, as an engine whose model fits in R
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext as _no_stream
 
@@ -30,7 +32,7 @@ import torch
 from tuner.engine.checkpoint import Checkpoint, part_views
 from tuner.engine.model import expert_out
 from tuner.engine.slots import RESIDENT, SlotMap
-from tuner.engine.store import ReadPool, Timeline
+from tuner.engine.store import Read, ReadPool, Timeline
 
 READERS = 4  # threads filling the host copy
 
@@ -43,13 +45,15 @@ class HostCopy:
     computed an expert. On CUDA the copy is page-locked, so the link uploads straight from
     it."""
 
-    def __init__(self, ckpt: Checkpoint, pin: bool = False):
+    def __init__(self, ckpt: Checkpoint, pin: bool = False,
+                 check: Callable[[Read], str | None] | None = None):
         mc = ckpt.config
         keys = [(l, e) for l in range(mc.num_layers) for e in range(mc.num_experts)]
         self.mem = torch.empty(len(keys), ckpt.expert_bytes, dtype=torch.uint8, pin_memory=pin)
         self.bufs = {key: self.mem[i] for i, key in enumerate(keys)}
         self.views = {key: part_views(buf, ckpt.parts) for key, buf in self.bufs.items()}
-        pool = ReadPool(READERS, 0, False, 1 << 20)  # the engine's reader, all queued at once
+        # the engine's reader and check, all queued at once
+        pool = ReadPool(READERS, 0, False, 1 << 20, check=check)
         try:
             reads = [pool.submit(key, ckpt.extents(*key), memoryview(buf.numpy()), False)
                      for key, buf in self.bufs.items()]
@@ -66,10 +70,11 @@ class Sites:
     own and computes it there; the CPU site computes on the host and hands its outputs to
     the device. On the CPU both are plain copies and computes."""
 
-    def __init__(self, host: HostCopy, mem: torch.Tensor, views: list, expert_bytes: int):
+    def __init__(self, host: HostCopy, mem: torch.Tensor, views: list, expert_bytes: int,
+                 hurry: threading.Event | None = None):
         self.host, self.mem, self.views, self.nbytes = host, mem, views, expert_bytes
         self.cuda = mem.is_cuda
-        self.link_line, self.cpu_line = Timeline(), Timeline()
+        self.link_line, self.cpu_line = Timeline(hurry), Timeline(hurry)
         self._link = ThreadPoolExecutor(1, thread_name_prefix="tuner-link")
         self._cpu = ThreadPoolExecutor(1, thread_name_prefix="tuner-cpu")
         self.stream = torch.cuda.Stream(mem.device) if self.cuda else None

@@ -16,7 +16,7 @@ from typing import Any
 from tuner.engine.session import Session
 from tuner.measure.compare import compare, schedule
 from tuner.presets import PresetError, knob_diff, resolve
-from tuner.settings import Settings, SettingsError, apply, to_config
+from tuner.settings import Settings, SettingsError, apply, from_texts, to_config
 
 START_STATE = ("every run is a fresh session from its arm's settings: same seed, same model, "
                "same prompts, cold arena")
@@ -41,7 +41,7 @@ def arm_settings(text: str, base: Settings) -> Settings:
     """An arm's settings: its preset's knobs or its overrides on top of `base`; values are
     validated by the settings model, so a bad one is named with its allowed range."""
     if "=" in text:
-        return apply(base, parse_overrides(text))
+        return apply(base, from_texts(parse_overrides(text)))
     try:
         preset = resolve(text)
     except PresetError as err:

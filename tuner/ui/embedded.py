@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from tuner.control import Controller
+from tuner.control import ApplyTimeout, Controller
 from tuner.knobs import KNOBS
 from tuner.presets import PresetError
 from tuner.settings import SettingsError
@@ -52,7 +52,7 @@ class EmbeddedBackend(Backend):
             return await asyncio.to_thread(fn, *args)
         except SettingsError as err:
             raise Rejected(err.problems) from None
-        except PresetError as err:
+        except (PresetError, ApplyTimeout) as err:
             raise BackendError(str(err)) from None
 
     async def knobs(self) -> list[dict[str, Any]]:

@@ -6,25 +6,29 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from tuner import __version__
 from tuner.control import Controller
 from tuner.web import errors
-from tuner.web.deps import require_token
+from tuner.web.gate import Gate
 from tuner.web.hub import Hub
 from tuner.web.limits import BodyLimit
 from tuner.web.routes import ab, dashboard, metrics, presets, session, settings, stream
 from tuner.web.schemas import COMMON
+from tuner.web.steering import Steering
 
 STATIC = Path(__file__).resolve().parent / "static"
 
 
 def create_app(controller: Controller, token: str | None = None, *,
+               allowed_hosts: tuple[tuple[str, int | None], ...] = (),
                send_timeout: float = 5.0) -> FastAPI:
-    """`token`: when set, every call must carry it. `send_timeout`: seconds a websocket
-    send may take before the client counts as stalled and is closed."""
+    """`token`: when set, every call must carry it. `allowed_hosts`: (name, port or None
+    for any) that requests may name besides the address they arrived at (see gate).
+    `send_timeout`: seconds a websocket send may take before the client counts as stalled
+    and is closed."""
     hub = Hub(controller.session.snapshot)
 
     @asynccontextmanager
@@ -35,7 +39,7 @@ def create_app(controller: Controller, token: str | None = None, *,
             tg.cancel_scope.cancel()
 
     # No /docs pages: they load their scripts from the internet. The schema is served
-    # below, behind the token like every other call.
+    # below, behind the gate like every other call.
     app = FastAPI(title="tuner", version=__version__, lifespan=lifespan,
                   description="Live control of a MoE expert-streaming engine: knobs, "
                               "settings, presets, counters.", responses=COMMON,
@@ -43,17 +47,19 @@ def create_app(controller: Controller, token: str | None = None, *,
     app.state.controller = controller
     app.state.token = token
     app.state.hub = hub
+    app.state.steering = Steering(controller.apply_timeout)
     app.state.send_timeout = send_timeout
     errors.install(app)
     app.add_middleware(BodyLimit)
+    app.add_middleware(Gate, token=token, allowed_hosts=allowed_hosts)  # the outermost
     for module in (settings, session, presets, ab, stream, metrics, dashboard):
-        app.include_router(module.router, dependencies=[Depends(require_token)])
+        app.include_router(module.router)
     # The page's scripts and styles, vendored: the page works with no internet. Not
-    # secret, so served without the token (a browser fetches them without headers).
+    # secret, so the gate serves them without the token.
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.openapi = lambda: _openapi(app)
 
-    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
+    @app.get("/openapi.json", include_in_schema=False)
     def openapi() -> dict:
         return app.openapi()
 

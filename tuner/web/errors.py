@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError, WebSocketRequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.websockets import WebSocket
 
-from tuner.presets import PresetError
+from tuner.control import ApplyTimeout
+from tuner.presets import PresetError, PresetNotFound, PresetReadOnly, PresetWriteError
 from tuner.settings import SettingsError
+from tuner.web.gate import POLICY_VIOLATION, who
+
+log = logging.getLogger(__name__)
 
 
 def problems_response(problems: dict[str, str]) -> JSONResponse:
@@ -19,10 +25,20 @@ async def settings_error(_: Request, err: SettingsError) -> JSONResponse:
     return problems_response(err.problems)
 
 
+def preset_status(err: PresetError) -> int:
+    """404 no such preset, 403 a shipped one or a folder that takes no writes, 507 a full
+    folder, 422 a preset file that cannot be used (its message names file and line)."""
+    if isinstance(err, PresetWriteError):
+        return 507 if err.full else 403
+    return {PresetNotFound: 404, PresetReadOnly: 403}.get(type(err), 422)
+
+
 async def preset_error(_: Request, err: PresetError) -> JSONResponse:
-    # Missing names and bad names are answered earlier (404, 400); what is left is a
-    # preset file that could not be used, reported with its file and line.
-    return JSONResponse({"detail": str(err)}, status_code=422)
+    return JSONResponse({"detail": str(err)}, status_code=preset_status(err))
+
+
+async def apply_timeout(_: Request, err: ApplyTimeout) -> JSONResponse:
+    return JSONResponse({"detail": str(err)}, status_code=503, headers={"Retry-After": "1"})
 
 
 async def request_error(_: Request, err: RequestValidationError) -> JSONResponse:
@@ -37,8 +53,11 @@ async def request_error(_: Request, err: RequestValidationError) -> JSONResponse
 
 
 async def websocket_request_error(ws: WebSocket, err: WebSocketRequestValidationError) -> None:
-    """A bad query on /ws (say rate=100) is refused in the handshake with the same 422."""
-    await ws.send_denial_response(problems_response(_problems(err.errors())))
+    """A bad query on /ws (say rate=100) is refused before the handshake, like the gate's
+    refusals: the server answers 403 and the reason goes to the log in one line."""
+    problems = "; ".join(_problems(err.errors()).values())
+    log.warning("refused websocket %s: %s", who(ws.scope), problems)
+    await ws.close(POLICY_VIOLATION)
 
 
 def _problems(errors) -> dict[str, str]:
@@ -52,5 +71,6 @@ def _problems(errors) -> dict[str, str]:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(SettingsError, settings_error)
     app.add_exception_handler(PresetError, preset_error)
+    app.add_exception_handler(ApplyTimeout, apply_timeout)
     app.add_exception_handler(RequestValidationError, request_error)
     app.add_exception_handler(WebSocketRequestValidationError, websocket_request_error)

@@ -74,13 +74,21 @@ def settings_patch_schema() -> dict[str, Any]:
 # Answers any route may give.
 COMMON = {
     401: {"model": MessageError, "description": "a token is configured and was not given"},
+    403: {"model": MessageError, "description": "refused by the gate: another host name, "
+          "another origin, or a state change sent neither as JSON nor from the page"},
     413: {"model": MessageError, "description": f"request body over {MAX_BODY // 1024} KiB"},
 }
 BAD_JSON = {400: {"model": MessageError, "description": "the body is not valid JSON"}}
 BAD_SETTINGS = {**BAD_JSON, 422: {"model": ProblemsError, "description": "a value was "
                                   "rejected; nothing was applied"}}
+NOT_APPLIED = {503: {"model": MessageError, "description": "the engine did not take the "
+                      "change up in time; nothing was applied"}}
 BAD_PRESET = {
     400: {"model": MessageError, "description": "not a valid preset name"},
     404: {"model": MessageError, "description": "no preset of that name"},
     422: {"model": MessageError, "description": "the preset file is broken (file:line)"},
+}
+UNWRITABLE = {
+    403: {"model": MessageError, "description": "the presets folder takes no writes"},
+    507: {"model": MessageError, "description": "the presets folder is full"},
 }

@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Input, Label, Static
 
+from tuner.settings import SettingsError, from_texts
 from tuner.ui.backend import BackendError, Rejected
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.knob_field import KnobField, as_text
@@ -78,8 +79,9 @@ class KnobsScreen(SnapshotScreen):
     async def _apply(self, changes: dict[str, Any]) -> None:
         fields = self.fields()
         try:
-            state = await self.app.backend.change(changes)
-        except Rejected as err:
+            # typed text becomes the knob's type here: the engine takes typed values only
+            state = await self.app.backend.change(from_texts(changes))
+        except (Rejected, SettingsError) as err:
             self._reject(changes, err.problems)
             return
         except BackendError as err:

@@ -12,12 +12,12 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS, PAIRS, TOKENS
-from tuner.control import Controller
+from tuner.control import ApplyTimeout, Controller
 from tuner.knobs import BY_NAME, GROUPS, KNOBS
 from tuner.presets import PresetError
-from tuner.settings import SettingsError
+from tuner.settings import SettingsError, from_texts
 from tuner.web.connection import serve_client
-from tuner.web.deps import ControllerDep, HubDep, PresetName, preset_name, require_same_origin
+from tuner.web.deps import ControllerDep, HubDep, PresetName, SteeringDep, preset_name
 from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox
 from tuner.web.page import CHARTS, COLUMNS, HEAT_LEVELS, PageView
 from tuner.web.routes.presets import known
@@ -73,8 +73,8 @@ FormDep = Annotated[dict[str, str], Depends(form)]
 
 
 @router.post("/ui/knobs/{name}", response_class=HTMLResponse)
-def change_knob(name: str, values: FormDep, request: Request,
-                controller: ControllerDep) -> HTMLResponse:
+async def change_knob(name: str, values: FormDep, request: Request, controller: ControllerDep,
+                      steering: SteeringDep) -> HTMLResponse:
     """Applies one field; answers the field, with the server's message and the value still
     in force when the change was rejected."""
     knob = BY_NAME.get(name)
@@ -82,10 +82,12 @@ def change_knob(name: str, values: FormDep, request: Request,
         raise HTTPException(404, f"unknown knob {name!r}")
     field = _macros("knobs.html", request).field
     try:
-        controller.change({name: values.get("value", "")})
+        await steering.run(controller.change, from_texts({name: values.get("value", "")}))
     except SettingsError as err:
         message = err.problems.get(name) or "; ".join(err.problems.values())
         return _html(field(knob, getattr(controller.settings, name), message))
+    except ApplyTimeout as err:
+        return _html(field(knob, getattr(controller.settings, name), str(err)))
     return _html(field(knob, getattr(controller.settings, name)))
 
 
@@ -96,10 +98,11 @@ def _presets_panel(request: Request, controller: Controller, message: str,
 
 
 @router.post("/ui/presets/{name}/apply", response_class=HTMLResponse)
-def apply_preset(name: PresetName, request: Request, controller: ControllerDep) -> HTMLResponse:
+async def apply_preset(name: PresetName, request: Request, controller: ControllerDep,
+                       steering: SteeringDep) -> HTMLResponse:
     try:
-        version = controller.apply_preset(name)
-    except (PresetError, SettingsError) as err:
+        version = await steering.run(controller.apply_preset, name)
+    except (PresetError, SettingsError, ApplyTimeout) as err:
         return _presets_panel(request, controller, str(err), error=True)
     return _presets_panel(request, controller, f"applied {name}: settings version {version}")
 
@@ -159,7 +162,7 @@ def ab_status(request: Request, controller: ControllerDep) -> HTMLResponse:
     return _ab_status(request, controller)
 
 
-@router.websocket("/ui/ws", dependencies=[Depends(require_same_origin)])
+@router.websocket("/ui/ws")
 async def live(ws: WebSocket, hub: HubDep,
                rate: Annotated[float, Query(ge=MIN_RATE, le=MAX_RATE)] = DEFAULT_RATE,
                version: int | None = None) -> None:

@@ -6,11 +6,13 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from tuner.presets import Preset, PresetError
-from tuner.web.deps import ControllerDep, PresetName, StoreDep, preset_name
+from tuner.presets import Preset
+from tuner.web.deps import ControllerDep, PresetName, SteeringDep, StoreDep, preset_name
 from tuner.web.schemas import (
     BAD_JSON,
     BAD_PRESET,
+    NOT_APPLIED,
+    UNWRITABLE,
     DiffRow,
     MessageError,
     PresetBody,
@@ -42,31 +44,31 @@ def show(name: PresetName, store: StoreDep) -> dict[str, Any]:
 
 
 @router.post("/{name}", response_model=PresetBody, status_code=201,
-             responses={**BAD_JSON, 400: BAD_PRESET[400], 422: {"model": ProblemsError}})
+             responses={**BAD_JSON, 400: BAD_PRESET[400], 422: {"model": ProblemsError},
+                        **UNWRITABLE})
 def save(name: PresetName, body: SaveRequest, controller: ControllerDep) -> dict[str, Any]:
     """Saves the current settings (only the knobs that differ from the defaults)."""
     return controller.save_preset(name, body.description).as_dict()
 
 
 @router.post("/{name}/apply", response_model=SettingsState,
-             responses={**BAD_PRESET, 422: {"model": MessageError | ProblemsError}})
-def apply(name: PresetName, controller: ControllerDep) -> dict[str, Any]:
+             responses={**BAD_PRESET, **NOT_APPLIED,
+                        422: {"model": MessageError | ProblemsError}})
+async def apply(name: PresetName, controller: ControllerDep,
+                steering: SteeringDep) -> dict[str, Any]:
     """The preset's knobs on top of the defaults (the session knobs stay unless it sets
     them), applied at the next token boundary."""
     known(controller.store, name)
-    controller.apply_preset(name)
+    await steering.run(controller.apply_preset, name)
     return controller.state()
 
 
 @router.delete("/{name}", status_code=204, responses={
-    **BAD_PRESET, 403: {"model": MessageError, "description": "shipped presets are "
-                        "read-only"}})
+    **BAD_PRESET, **UNWRITABLE, 403: {"model": MessageError, "description": "a shipped "
+                                      "preset, or a presets folder that takes no writes"}})
 def delete(name: PresetName, store: StoreDep) -> None:
     known(store, name)
-    try:
-        store.delete(name)
-    except PresetError as err:  # the name exists, so it is a shipped one
-        raise HTTPException(403, str(err)) from None
+    store.delete(name)
 
 
 @router.get("/{name}/diff", response_model=list[DiffRow], responses=BAD_PRESET)

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Body
 
 from tuner.knobs import KNOBS
 from tuner.settings import SettingsError
-from tuner.web.deps import ControllerDep
-from tuner.web.schemas import BAD_SETTINGS, SettingsState, settings_patch_schema
+from tuner.web.deps import ControllerDep, SteeringDep
+from tuner.web.schemas import BAD_SETTINGS, NOT_APPLIED, SettingsState, settings_patch_schema
 
 router = APIRouter(prefix="/api", tags=["settings"])
 
@@ -25,15 +25,17 @@ def current(controller: ControllerDep) -> dict[str, Any]:
     return controller.state()
 
 
-# A plain `def`: the change waits for the next token boundary, on a worker thread.
-@router.patch("/settings", response_model=SettingsState, responses=BAD_SETTINGS,
+@router.patch("/settings", response_model=SettingsState,
+              responses={**BAD_SETTINGS, **NOT_APPLIED},
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": settings_patch_schema()}}}})
-def change(controller: ControllerDep, changes: Annotated[Any, Body()]) -> dict[str, Any]:
+async def change(controller: ControllerDep, steering: SteeringDep,
+                 changes: Annotated[Any, Body()]) -> dict[str, Any]:
     """Changes some knobs. The whole result is validated first: on any bad value nothing is
-    applied and the 422 names every bad knob, its value and the allowed range."""
+    applied and the 422 names every bad knob, its value and the allowed range. Answered
+    once the engine applied the change at a token boundary (or refused it: 422)."""
     if not isinstance(changes, dict):
         raise SettingsError({"settings": "the body must be a JSON object of knob: value, "
                                          f"got {type(changes).__name__}"})
-    controller.change(changes)
+    await steering.run(controller.change, changes)
     return controller.state()

@@ -1,0 +1,72 @@
+"""A model folder that cannot be built, set through PATCH {"model": DIR}: whatever building
+it raises, the PATCH answers 422 with the reason as soon as the engine tried, the running
+engine keeps decoding, and the next change applies at once."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import httpx
+import pytest
+
+BROKEN_CONFIGS = {
+    "a-list": lambda cfg: [],
+    "zero-heads": lambda cfg: {k: v for k, v in cfg.items() if k != "head_dim"}
+    | {"num_attention_heads": 0},
+    "no-experts": lambda cfg: {k: v for k, v in cfg.items() if k != "num_experts"},
+    "no-vocab": lambda cfg: {k: v for k, v in cfg.items() if k != "vocab_size"},
+    "string-layers": lambda cfg: {**cfg, "num_hidden_layers": "four"},
+    "negative-head-dim": lambda cfg: {**cfg, "head_dim": -1},
+}
+
+
+@pytest.fixture
+def broken_model(tiny_model, tmp_path, request):
+    folder = tmp_path / request.param
+    shutil.copytree(tiny_model, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(BROKEN_CONFIGS[request.param](cfg)))
+    return folder
+
+
+@pytest.mark.parametrize("broken_model", list(BROKEN_CONFIGS), indirect=True)
+def test_a_model_that_cannot_be_built_is_refused_and_the_engine_runs_on(live, broken_model):
+    before = live.controller.state()
+    r = httpx.patch(f"{live.url}/api/settings", json={"model": str(broken_model)}, timeout=60)
+    assert r.status_code == 422, r.text
+    reason = r.json()["detail"]["problems"]["settings"]
+    assert "refused by the engine" in reason and "kept the previous settings" in reason
+    assert live.controller.state() == before  # version and settings as they were
+    snap = live.session.snapshot()
+    assert snap["state"] == "running" and snap["pending_version"] is None
+    assert snap["changes"][-1]["rejected"]  # the refusal is in the change log
+    live.wait_tokens(3)  # the engine decodes on
+
+    r = httpx.patch(f"{live.url}/api/settings", json={"moce_bonus": 0.5}, timeout=60)
+    assert r.status_code == 200 and r.json()["settings"]["moce_bonus"] == 0.5
+    assert live.session.snapshot()["settings"]["moce_bonus"] == 0.5
+
+
+@pytest.mark.parametrize("broken_model", ["zero-heads"], indirect=True)
+def test_a_model_that_builds_but_cannot_decode_stops_with_a_reason_and_recovers(
+        live, broken_model):
+    """Zero heads with head_dim given: the engine builds, the first token fails. The
+    session stops in the error state with the reason; switching back and resuming
+    recovers."""
+    cfg = json.loads((broken_model / "config.json").read_text())
+    (broken_model / "config.json").write_text(json.dumps({**cfg, "head_dim": 32}))
+    good = live.controller.settings.model
+    r = httpx.patch(f"{live.url}/api/settings", json={"model": str(broken_model)}, timeout=60)
+    assert r.status_code == 200
+    deadline = time.monotonic() + 30
+    while live.session.state != "error":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert "RuntimeError" in live.session.snapshot()["error"]
+    r = httpx.patch(f"{live.url}/api/settings", json={"model": good}, timeout=60)
+    assert r.status_code == 200 and r.json()["state"] == "error"  # applied, still stopped
+    assert httpx.post(f"{live.url}/api/session/resume").json() == {"state": "running"}
+    live.wait_tokens(3)
+    assert live.session.state == "running"
