@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tuner.traces.format import TraceError
+from tuner.engine.trace_format import TraceError
 from tuner.traces.importers import import_trace
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from tuner.traces.format import Trace
+from tuner.engine.trace_format import Trace
 from tuner.traces.record import record
 from tuner.traces.replay import replay
 from tuner.traces.stats import trace_stats

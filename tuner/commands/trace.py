@@ -9,8 +9,8 @@ from pathlib import Path
 
 from tuner.cli import add_knob_flags, int_list, print_json, settings_from_args
 from tuner.settings import to_config
-from tuner.traces import format as trace_format
-from tuner.traces.format import TraceError
+from tuner.engine import trace_format
+from tuner.engine.trace_format import TraceError
 from tuner.traces.importers import FORMATS, import_trace
 from tuner.traces.record import record
 from tuner.traces.stats import trace_stats

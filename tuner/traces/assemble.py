@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.traces.format import Trace, TraceError
+from tuner.engine.trace_format import Trace, TraceError
 
 EXAMPLES = 3
 

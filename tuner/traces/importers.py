@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tuner.traces.assemble import Problems, Routing, Sequencer, assemble
-from tuner.traces.format import Trace, TraceError
+from tuner.engine.trace_format import Trace, TraceError
 
 CSV_COLUMNS = {
     "layer": ("layer", "layer_id"),

@@ -8,7 +8,7 @@ from tuner import __version__
 from tuner.engine.decode import RouteLog
 from tuner.engine.session import Session
 from tuner.knobs import BY_NAME, Config, config_dict
-from tuner.traces.format import Trace
+from tuner.engine.trace_format import Trace
 
 
 def record(cfg: Config, tokens: int, logits: bool = False) -> tuple[Trace, dict]:

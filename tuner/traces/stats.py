@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tuner.engine.stats import skew
-from tuner.traces.format import Trace
+from tuner.engine.trace_format import Trace
 from tuner.traces.replay import pct, replay_rows
 
 ARENA_SHARES = (0.05, 0.1, 0.2, 0.4)  # of the trace's layer-expert pairs
