@@ -22,7 +22,7 @@ def test_record_writes_the_engines_routings_and_logits(tiny_config):
     assert np.array_equal(top, trace.experts)
     m = trace.meta
     assert (m["model"], m["num_experts"], m["arena_slots"], m["policy"]) == (
-        "strata-tiny-4x16", 16, 16, "lru")
+        "strata-tiny-4x16-v2", 16, 16, "lru")
     assert m["expert_bytes"] == snap["model"]["expert_bytes"] > 0
     assert m["settings"]["expert_cache"] == 16 and "moce_bonus" not in m["settings"]
     assert snap["tokens"] == 40
