@@ -17,10 +17,14 @@ from tuner.traces.stats import trace_stats
 def test_record_writes_the_engines_routings_and_logits(tiny_config):
     trace, snap = record(tiny_config, 40, logits=True)
     assert trace.experts.shape == (40, 4, 4) and trace.logits.shape == (40, 4, 16)
+    assert trace.stale.shape == (40, 4, 16)
     trace.check()
     # At bonus 0 the router picks the raw top-k of the logits it saw, in rank order.
     top = torch.topk(torch.from_numpy(trace.logits), 4).indices.numpy()
     assert np.array_equal(top, trace.experts)
+    # The stale gate's scores: none at layer 0; elsewhere they score as the engine's probe.
+    assert np.isnan(trace.stale[:, 0]).all() and not np.isnan(trace.stale[:, 1:]).any()
+    assert trace_stats(trace)["totals"]["stale_pct"] == snap["totals"]["stale_pct"]
     m = trace.meta
     assert (m["model"], m["num_experts"], m["arena_slots"], m["policy"]) == (
         synth.TINY.name, 16, 16, "lru")
