@@ -124,7 +124,7 @@ def like(trace: Trace, hidden_size: int, expert_width: int) -> Recipe:
 
 
 def _randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
-    return torch.randn(*shape, generator=g) * scale
+    return torch.randn(*shape, generator=g).mul_(scale)
 
 
 def _unit(t: torch.Tensor) -> torch.Tensor:
@@ -221,7 +221,7 @@ def layer_weights(r: Recipe, layer: int, stream: Stream) -> dict[str, torch.Tens
     for e, (gate, up, down) in enumerate(experts):
         w[expert_key(layer, e, "gate")] = gate
         w[expert_key(layer, e, "up")] = up
-        w[expert_key(layer, e, "down")] = down * scale
+        w[expert_key(layer, e, "down")] = down.mul_(scale)
     stream.norm *= math.sqrt(1 + update**2 * (1 + r.attn_share**2))
     return w
 
