@@ -36,12 +36,19 @@ def session_base(current: Settings) -> Settings:
     return Settings(**keep)
 
 
-def check_model(folder: str) -> None:
-    """Rejects a folder that is not a model before it reaches the engine, so the answer
-    names the knob instead of reporting a failed rebuild."""
-    if folder and not (Path(folder) / "config.json").is_file():
-        raise SettingsError({"model": f"model (STRATA_MODEL) = {folder!r} is not a model "
-                                      "folder: it has no config.json"})
+def check_paths(new: Settings, old: Settings) -> None:
+    """Rejects a changed model folder or routing trace that is not there before it reaches
+    the engine, so the answer names the knob instead of reporting a failed rebuild."""
+    problems = {}
+    if new.model != old.model and new.model and not (Path(new.model) / "config.json").is_file():
+        problems["model"] = (f"model (STRATA_MODEL) = {new.model!r} is not a model folder: "
+                             "it has no config.json")
+    if new.routing != old.routing and new.routing and not Path(new.routing).is_file():
+        problems["routing"] = (f"routing (STRATA_ROUTING) = {new.routing!r} is not a file; "
+                               "allowed: a trace (.npz) from tuner trace record or import, or "
+                               "empty")
+    if problems:
+        raise SettingsError(problems)
 
 
 class Controller:
@@ -83,8 +90,7 @@ class Controller:
             self._lock.release()
 
     def _submit(self, new: Settings) -> int:
-        if new.model != self.settings.model:
-            check_model(new.model)
+        check_paths(new, self.settings)
         session = self.session
         version = session.submit(to_config(new))
         if not session.wait_applied(version, self.apply_timeout):

@@ -178,6 +178,11 @@ KNOBS: tuple[Knob, ...] = (
     # session
     Knob("model", "STRATA_MODEL", str, "",
          "model folder (empty = the embedded default model)", "session", "-", restart=True),
+    Knob("routing", "STRATA_ROUTING", str, "",
+         "routing trace (.npz) that routes every layer, token by token and sequence by "
+         "sequence, looping, while the experts are read and computed for real (empty = the "
+         "model's own routers; the model must have the trace's shape: tuner model make "
+         "--like)", "session", "-", restart=True),
     Knob("device", "STRATA_DEVICE", str, "auto",
          "compute device of the arena and the dense weights (auto = cuda when present)",
          "session", "-", choices=("auto", "cpu", "cuda"), restart=True),

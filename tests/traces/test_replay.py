@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tuner.traces.format import Trace
+from tuner.engine.trace_format import Trace
 from tuner.traces.record import record
 from tuner.traces.replay import replay, report, sweep, sweep_report, sweep_sizes
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -47,16 +48,33 @@ def test_replay_sweep(recorded, capsys):
 
 def test_stats(recorded, capsys):
     capsys.readouterr()
-    out = run_json(capsys, "trace", "stats", str(recorded), "--slots", "8,16")
-    assert out["lru_sizes"] == [8, 16] and out["tokens"] == 60
-    assert all(len(r["lru_hit_rate"]) == 2 for r in out["layers"])
+    out = run_json(capsys, "trace", "stats", str(recorded), "--slots", "8,16")["traces"]
+    assert len(out) == 1 and out[0]["arena_slots"] == [8, 16] and out[0]["tokens"] == 60
+    assert all(len(r["hit_rate"][c]) == 2 for r in out[0]["layers"]
+               for c in ("lru", "2q", "opt", "pin"))
     assert main(["trace", "stats", str(recorded)]) == 0
-    assert "prev-token overlap" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "prev-token slot overlap, %" in text and "12.5  25.0  50.0  75.0" in text
+
+
+def test_stats_side_by_side(recorded, tmp_path, capsys):
+    imported = tmp_path / "csv.npz"
+    fixtures = Path(__file__).parent / "fixtures"
+    assert main(["trace", "import", "csv", str(fixtures / "csv"), "-o", str(imported)]) == 0
+    capsys.readouterr()
+    out = run_json(capsys, "trace", "stats", str(recorded), str(imported))["traces"]
+    assert [t["file"] for t in out] == [str(recorded), str(imported)]
+    assert out[1]["totals"]["stale_pct"] is None and out[1]["sequences"] == 2
+    assert main(["trace", "stats", str(recorded), str(imported)]) == 0
+    text = capsys.readouterr().out
+    rows = text.splitlines()
+    assert rows[rows.index("") + 1].split() == ["tiny.npz", "csv.npz"]  # one column each
+    assert "tiny.npz per layer:" in text and "csv.npz per layer:" in text
 
 
 def test_import_prints_the_report(tmp_path, capsys):
     src = tmp_path / "r.csv"
-    src.write_text("layer,token,experts\n0,0,1 2\n1,0,2 3\n0,1,4 4\n")
+    src.write_text("layer,token,experts\n0,0,1 2\n1,0,2 3\n0,1,4 4\n0,2,1 3\n1,2,0 1\n")
     out_path = tmp_path / "r.npz"
     assert main(["trace", "import", "csv", str(src), "-o", str(out_path)]) == 0
     text = capsys.readouterr().out
@@ -67,6 +85,16 @@ def test_import_prints_the_report(tmp_path, capsys):
     assert main(["replay", str(out_path), "--slots", "4"]) == 0
     assert "note: imported with odd rows (duplicate_id 1, missing_layer 1)" in \
         capsys.readouterr().out
+
+
+def test_a_failed_import_prints_its_report_then_the_reason(tmp_path, capsys):
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"layer": 0, "token_idx": "one", "experts": [1]}\n')
+    assert main(["trace", "import", "jsonl", str(src), "-o", str(tmp_path / "x.npz")]) == 2
+    out, err = capsys.readouterr()
+    assert "unreadable: 1" in out and "e.g. bad.jsonl:1: token_idx must be an integer" in out
+    assert err.strip() == "tuner: jsonl bad.jsonl: no routings found"
+    assert not (tmp_path / "x.npz").exists()
 
 
 def test_bad_inputs_exit_2_with_a_message(tmp_path, capsys):

@@ -7,17 +7,19 @@ import json
 import numpy as np
 import pytest
 
-from tuner.traces import format as trace_format
-from tuner.traces.format import Trace, TraceError
+from tuner.engine import trace_format
+from tuner.engine.trace_format import Trace, TraceError
 
 
 def sample() -> Trace:
     experts = np.array([[[0, 2], [1, -1]], [[3, 1], [0, 2]]], dtype=np.int32)  # [2, 2, 2]
     logits = np.arange(2 * 2 * 4, dtype=np.float32).reshape(2, 2, 4)
     probs = np.full((2, 2, 2), 0.5, dtype=np.float32)
+    stale = logits + 1
+    stale[:, 0] = np.nan  # layer 0 has no earlier input
     meta = {"model": "m", "num_experts": 4, "expert_bytes": 10, "source": "test",
             "sequence_starts": [0]}
-    return Trace(experts, meta, logits, probs)
+    return Trace(experts, meta, logits, probs, stale)
 
 
 def test_round_trip(tmp_path):
@@ -27,6 +29,7 @@ def test_round_trip(tmp_path):
     assert np.array_equal(back.experts, sample().experts)
     assert np.array_equal(back.logits, sample().logits)
     assert np.array_equal(back.probs, sample().probs)
+    assert np.array_equal(back.stale, sample().stale, equal_nan=True)
     assert back.meta == sample().meta
     assert (back.tokens, back.layers, back.top_k, back.num_experts) == (2, 2, 2, 4)
     assert back.rows() == [[[0, 2], [1]], [[3, 1], [0, 2]]]
@@ -58,6 +61,10 @@ def logits_too_wide(t: Trace) -> None:
     t.logits = np.zeros((2, 2, 5))
 
 
+def stale_too_narrow(t: Trace) -> None:
+    t.stale = np.zeros((2, 2, 3))
+
+
 def probs_too_wide(t: Trace) -> None:
     t.probs = np.zeros((2, 2, 3))
 
@@ -72,6 +79,8 @@ def experts_flat(t: Trace) -> None:
     (id_twice, "token 1, layer 0 names expert 3 twice"),
     (no_num_experts, "'num_experts' must be an integer >= 1"),
     (logits_too_wide, r"'logits' has shape \(2, 2, 5\)"),
+    (stale_too_narrow, r"'stale' has shape \(2, 2, 3\); with experts \(2, 2, 2\) and "
+                       r"num_experts 4 it must be \(2, 2, 4\)"),
     (probs_too_wide, r"must be \(2, 2, 2\)"),
     (experts_flat, r"integer array \[tokens, layers, k\]"),
 ])

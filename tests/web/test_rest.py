@@ -52,6 +52,7 @@ BAD_BODIES = [
     pytest.param({"STRATA_NOPE": 1}, 422, "STRATA_NOPE", id="unknown-alias"),
     pytest.param({"io_urgent": 3}, 422, "settings", id="cross-field"),
     pytest.param({"model": "/nonexistent/model"}, 422, "model", id="missing-model"),
+    pytest.param({"routing": "/nonexistent/trace.npz"}, 422, "routing", id="missing-trace"),
     pytest.param([1, 2], 422, "settings", id="not-an-object"),
     pytest.param("text", 422, "settings", id="a-string"),
 ]

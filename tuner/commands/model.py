@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 from tuner.cli import add_knob_flags, print_json, settings_from_args
-from tuner.engine import synth
+from tuner.commands.trace import reporting_trace_errors
+from tuner.engine import synth, trace_format
 from tuner.engine.session import Session
 from tuner.engine.stats import routing_stats
 from tuner.format import figure
@@ -22,6 +23,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--tiny", action="store_true", help="the tiny test model instead")
     which.add_argument("--deep", action="store_true",
                        help="a 64-layer model of small experts instead (for the UI benchmark)")
+    which.add_argument("--like", type=Path, metavar="TRACE",
+                       help="a model of a routing trace's shape (layers, experts, top-k), to "
+                       "drive with --routing TRACE")
+    make.add_argument("--hidden-size", type=int, default=synth.DEFAULT.hidden_size,
+                      help="with --like: hidden size D (default %(default)s)")
+    make.add_argument("--expert-width", type=int, default=synth.DEFAULT.expert_width,
+                      help="with --like: expert width I; an expert is 3 x D x I float32 "
+                      "(default %(default)s)")
     make.add_argument("--out", type=Path, help="folder (default: the model cache)")
     make.add_argument("--force", action="store_true", help="replace an existing folder")
     make.set_defaults(func=_make)
@@ -32,8 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     stats.set_defaults(func=_stats)
 
 
+@reporting_trace_errors
 def _make(args: argparse.Namespace) -> int:
-    recipe = synth.TINY if args.tiny else synth.DEEP if args.deep else synth.DEFAULT
+    if args.like:
+        if min(args.hidden_size, args.expert_width) < 1:
+            raise SystemExit("tuner model make: --hidden-size and --expert-width must be >= 1")
+        recipe = synth.like(trace_format.load(args.like), args.hidden_size, args.expert_width)
+    else:
+        recipe = synth.TINY if args.tiny else synth.DEEP if args.deep else synth.DEFAULT
     out = args.out or synth.default_model_path(recipe)
     if out.exists() and args.force:
         shutil.rmtree(out)
@@ -42,6 +57,8 @@ def _make(args: argparse.Namespace) -> int:
         return 0
     synth.write(recipe, out)
     print(f"wrote {recipe.name} to {out}")
+    if args.like:
+        print(f"drive it with: --model {out} --routing {args.like}")
     return 0
 
 

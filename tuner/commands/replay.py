@@ -9,8 +9,8 @@ from pathlib import Path
 
 from tuner.cli import int_list, print_json
 from tuner.commands.trace import reporting_trace_errors
-from tuner.traces import format as trace_format
-from tuner.traces.format import Trace, TraceError
+from tuner.engine import trace_format
+from tuner.engine.trace_format import Trace, TraceError
 from tuner.traces.replay import POLICY_NAMES, replay, report, sweep, sweep_report, sweep_sizes
 
 

@@ -29,6 +29,7 @@ from tuner.engine.counters import Counters
 from tuner.engine.model import Decoder, expert_out
 from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
+from tuner.engine.routing_source import open_routing
 from tuner.engine.slots import RESIDENT, SPEC, SlotMap
 from tuner.engine.store import Read, ReadPool
 from tuner.engine.tiers import HostCopy, Sites, Tier
@@ -53,12 +54,15 @@ class RouteLog:
     keep_logits: bool = False
     experts: list[list[int]] = field(default_factory=list)
     logits: list[np.ndarray] = field(default_factory=list)
+    stale: list[np.ndarray] = field(default_factory=list)  # NaN where there is none
     starts: list[int] = field(default_factory=list)
 
-    def add(self, sel: list[int], logits: torch.Tensor) -> None:
+    def add(self, sel: list[int], logits: torch.Tensor, stale: torch.Tensor | None) -> None:
         self.experts.append(sel)
         if self.keep_logits:
             self.logits.append(logits.detach().float().cpu().numpy())
+            self.stale.append(np.full(len(logits), np.nan, dtype=np.float32) if stale is None
+                              else stale.detach().float().cpu().numpy())
 
     def start(self) -> None:
         self.starts.append(len(self.experts) // self.layers)
@@ -102,6 +106,7 @@ class Engine:
         self.prev_sel: list[list[int] | None] = [None] * L
         self.routed = np.zeros((L, E))  # routings per (layer, expert), for popularity
         self.route_log: RouteLog | None = None  # set one to record routings
+        self.routing = open_routing(cfg.routing, L, E, K)  # None: the model's routers route
         self.tier = Tier(L, E, self.slots)
         self.sites: Sites | None = None  # made when cpu_pool is first switched on
         self.steps = 0
@@ -142,6 +147,8 @@ class Engine:
                        "(adapt_every) and adapt-fetch; both are off")
         if cfg.moce_protect > self.mc.top_k:
             out.append(f"moce_protect {cfg.moce_protect} acts as {self.mc.top_k} (top-k)")
+        if self.routing is not None:
+            out.extend(self.routing.notes(cfg))
         return out
 
     def reset_counters(self) -> None:
@@ -175,6 +182,8 @@ class Engine:
                 h, stale = self._moe(l, x, h, stale)
         logits = dec.logits(h)  # queued before the flush waits on the layers' timings
         self.clock.flush()
+        if self.routing is not None:
+            self.routing.advance()
         return logits
 
     def _moe(self, l: int, x: torch.Tensor, h: torch.Tensor, stale: torch.Tensor | None
@@ -186,18 +195,20 @@ class Engine:
         self.routed[l, sel] += 1
         self.tier.observe(l, sel, cfg.adapt_decay)
         if self.route_log is not None:
-            self.route_log.add(sel, logits)
+            self.route_log.add(sel, logits, stale)
         self._probe(l, sel, x, stale)
-        stale_next = dec.router_logits(l + 1, x) if l + 1 < self.mc.num_layers else None
+        last = l + 1 == self.mc.num_layers
+        stale_next = None if last else self._stale(l + 1, x)
         if cfg.cpu_pool:
             outs = self._sites(l, x, sel)
         else:
             sources = self._claim(l, sel)
-            if stale_next is not None and cfg.prefetch != "off":
+            if not last and cfg.prefetch != "off":
                 self._speculate(l + 1, stale_next)
             outs = self._compute(l, x, sources)
-        w = router.weights(logits, selected, self.mc.norm_topk_prob)
-        h = h + dec.moe_output(l, x, w, outs)
+        if sel:  # a trace may leave a layer without a routing for a token
+            w = router.weights(logits, selected, self.mc.norm_topk_prob)
+            h = h + dec.moe_output(l, x, w, outs)
         if self.cuda:  # uploads into slots this layer used must wait for its compute
             self.layer_done = torch.cuda.Event()
             self.layer_done.record()
@@ -210,9 +221,18 @@ class Engine:
         mask = torch.tensor([res((layer, e)) for e in range(self.mc.num_experts)])
         return mask.to(self.device, non_blocking=True)
 
+    def _stale(self, layer: int, x: torch.Tensor) -> torch.Tensor | None:
+        """The stale gate's scores for `layer` from the layer before it (input `x`)."""
+        if self.routing is not None:
+            return self.routing.stale(layer, self.device)
+        return self.dec.router_logits(layer, x)
+
     def _route(self, layer: int, logits: torch.Tensor) -> tuple[list[int], torch.Tensor]:
         """The selected experts in rank order, as ids and as the tensor they came in."""
         cfg = self.cfg
+        if self.routing is not None:
+            resident = (lambda: self._resident_mask(layer)) if self.use_residency else None
+            return self.routing.select(layer, resident, cfg, self.device)
         mask = self._resident_mask(layer) if self.use_residency else None
         sel = router.select(logits, mask, self.mc.top_k, cfg.moce_protect, cfg.moce_bonus,
                             cfg.moce_bonus_r1)
@@ -222,15 +242,18 @@ class Engine:
                stale: torch.Tensor | None) -> None:
         """Scores prev, stale and ctrl on this routing; layer 0 and a sequence's first token
         are unscored, never wrong."""
-        K, add, actual = self.mc.top_k, self.counters.add, set(sel)
-        ctrl = self.dec.routers[layer] @ x  # a GEMV of its own, so the probe is checked
+        K, add, actual = len(sel), self.counters.add, set(sel)
+        if self.routing is None:
+            ctrl = self.dec.routers[layer] @ x  # a GEMV of its own, so the probe is checked
+        else:  # the trace's own scores, when it has them
+            ctrl = self.routing.logits(layer, self.device)
         guesses = {
             "prev": self.prev_sel[layer],
             "stale": None if stale is None else torch.topk(stale, K).indices.tolist(),
-            "ctrl": torch.topk(ctrl, K).indices.tolist(),
+            "ctrl": None if ctrl is None else torch.topk(ctrl, K).indices.tolist(),
         }
         for name, guess in guesses.items():
-            if guess is None:
+            if guess is None or not sel:
                 continue
             named = len(actual.intersection(guess))
             add(layer, f"{name}_scored")

@@ -16,11 +16,14 @@ import torch
 from tuner.engine import router
 
 
-def predict(cfg, k: int, prev: list[int] | None, stale: torch.Tensor,
+def predict(cfg, k: int, prev: list[int] | None, stale: torch.Tensor | None,
             resident: Callable[[], torch.Tensor]) -> list[int]:
-    """Ranked expert ids; `resident()` gives the target layer's residency mask [E]."""
+    """Ranked expert ids; `resident()` gives the target layer's residency mask [E]. No
+    stale scores (a routing trace without them): the stale predictor names nothing."""
     if cfg.prefetch == "prev":
         return list(prev or [])
+    if stale is None:
+        return []
     if cfg.prefetch_route and cfg.moce_bonus > 0:
         return router.select(stale, resident(), k, cfg.moce_protect, cfg.moce_bonus,
                              cfg.moce_bonus_r1).tolist()

@@ -319,9 +319,12 @@ class Session:
 
     def _token(self) -> None:
         eng, cfg = self.engine, self.cfg
-        if not self._feed:
-            if self._logits is None or self.pos >= cfg.context:
-                self._new_conversation()
+        # Driven by a trace, conversations start where the trace's sequences do; a
+        # sequence longer than the context restarts the model's text only.
+        sequence = eng.routing.sequence_start if eng.routing else None
+        if sequence or not self._feed:
+            if sequence or self._logits is None or self.pos >= cfg.context:
+                self._new_conversation(sequence is not False)
             else:
                 tok = self._sample(self._logits)
                 self.output_ids.append(tok)
@@ -351,8 +354,12 @@ class Session:
         return (f"the logits of token {self.tokens + 1} are not finite (NaN or inf): {what}; "
                 "verify_reads = 1 checks every expert read before it is used")
 
-    def _new_conversation(self) -> None:
-        self.engine.reset_sequence()
+    def _new_conversation(self, sequence: bool = True) -> None:
+        """Starts the next prompt; `sequence`: a new routing sequence too (the predictors
+        start over)."""
+        if sequence:
+            self.engine.reset_sequence()
+        self._feed.clear()
         self.pos = 0
         self.conversations += 1
         ids = self.prompt_ids if self.prompt_ids else next(self._prompts)

@@ -14,6 +14,26 @@ def skew(counts: np.ndarray) -> tuple[float, float]:
     return round(100 * top.sum() / total, 2), round(float(counts.max() / counts.mean()), 3)
 
 
+def gini(counts: np.ndarray) -> float:
+    """Gini coefficient of the routing counts: 0 when every expert is routed equally often,
+    towards 1 when a few take everything."""
+    c = np.sort(np.asarray(counts, dtype=np.float64))
+    n, total = len(c), c.sum()
+    if not total:
+        return 0.0
+    return round(float((2 * np.arange(1, n + 1) - n - 1) @ c / (n * total)), 3)
+
+
+def entropy(counts: np.ndarray) -> float:
+    """Entropy of the routing shares over the experts, normalised: 1 = uniform."""
+    c = np.asarray(counts, dtype=np.float64)
+    total = c.sum()
+    if not total or len(c) < 2:
+        return 0.0
+    p = c[c > 0] / total
+    return round(float(-(p * np.log(p)).sum() / np.log(len(c))), 3)
+
+
 def routing_stats(session) -> dict:
     snap = session.snapshot()
     routed = session.engine.routed

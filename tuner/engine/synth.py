@@ -1,15 +1,21 @@
 """Deterministic generator of the embedded demo model (no download, no training).
 
-The weights are random but structured so that routing behaves like a real MoE's:
+The weights are random but structured so that routing fails the way a real MoE's does
+(figures in the README, measured with `tuner trace stats`):
 
-* skewed popularity: every hidden state carries a shared direction `mu`, and each router
-  row has a per-expert component along it, which acts as a popularity bias;
-* token-to-token locality: tokens belong to topics, embeddings share their topic's vector
-  and the LM head is the embedding matrix, so generated text stays on a topic for a while
-  and consecutive tokens route alike;
-* later layers more predictable: attention and expert outputs are small next to the
-  residual stream, which grows with depth, so layer l's input predicts layer l+1's routing
-  better the deeper l is.
+* mild popularity, every expert used: each router row is a random direction plus a small
+  per-expert component along a shared direction `mu` (a popularity bias), as a trained
+  router with a load-balancing loss would leave it;
+* topic locality: tokens belong to topics (orthonormal directions in the embeddings), each
+  layer's router gives every topic a few preferred experts in a balanced design (each
+  expert preferred by equally many topics), and the LM head leans towards the current
+  token's topic, so text dwells on a topic for a few tokens and then moves on: consecutive
+  tokens route alike, while the whole text still spreads over all experts;
+* depth: each layer writes a share of the residual stream's norm that falls from the first
+  layer to the last (geometrically, by relative depth), so a layer's input predicts the next
+  layer's routing better the deeper it is, whatever the layer count; the routers read the
+  topic and popularity directions scaled to the residual stream's expected norm, so the
+  structure holds at depth instead of being washed out.
 
 The files are a Hugging Face Qwen3-MoE checkpoint: config.json, one safetensors shard per
 layer and model.safetensors.index.json.
@@ -20,18 +26,22 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
 
-from tuner.engine.model import ModelConfig
+from tuner.engine import router as routing
+from tuner.engine.model import ModelConfig, expert_out
+from tuner.engine.trace_format import Trace
 
 
 @dataclass(frozen=True)
 class Recipe:
-    name: str = "strata-demo-16x64"
+    # The name changes whenever the weights do, so a cached model of an older version is
+    # never taken for this one.
+    name: str = "strata-demo-16x64-v2"
     vocab_size: int = 4096
     hidden_size: int = 256
     num_layers: int = 16
@@ -43,16 +53,21 @@ class Recipe:
     expert_width: int = 384
     topics: int = 64
     seed: int = 1234
-    # structure of the residual stream
-    shared: float = 1.0  # the popularity direction mu, in every embedding
-    topic: float = 1.3  # topic vector scale
-    noise: float = 0.6  # per-token noise scale
-    popularity: float = 0.04  # spread of per-expert popularity along mu
+    # embeddings, per coordinate
+    shared: float = 0.5  # the shared direction mu
+    topic: float = 1.3  # the token's topic direction
+    noise: float = 0.6  # the token's own random part
+    # routers, in units of a router row's random part
+    popularity: float = 1.3  # spread of the per-expert bias along mu
+    affinity: float = 4.5  # weight of an expert's preferred topics
     router_gain: float = 2.0  # router logit scale
-    attn_out: float = 0.35  # attention output scale
-    expert_out: float = 0.45  # expert output scale
-    early_boost: float = 2.0  # extra output scale of the first layers, fading with depth
-    lm_gain: float = 0.25  # LM head scale (sampling sharpness)
+    # depth: the MoE block's output norm as a share of the residual stream's
+    update_first: float = 0.6
+    update_last: float = 0.15
+    attn_share: float = 0.07  # attention's output next to the MoE block's
+    # LM head: sampling sharpness and the pull towards the current topic
+    lm_gain: float = 0.55
+    lm_topic: float = 1.0
 
     def hf_config(self) -> dict:
         return {
@@ -83,62 +98,131 @@ class Recipe:
 
 
 DEFAULT = Recipe()
-# 64 layers of small experts: a model as deep as the large ones, for the UIs' benchmarks
-DEEP = Recipe(name="strata-deep-64x32", vocab_size=1024, hidden_size=128, num_layers=64,
+# 64 layers of small experts: a model as deep as the large ones, for the UIs' benchmarks.
+# Four times the layers write less each (or the stream would forget the token's topic by
+# the last layer, and with it the text's locality), and lean harder on the topic.
+DEEP = Recipe(name="strata-deep-64x32-v2", vocab_size=1024, hidden_size=128, num_layers=64,
               num_heads=2, num_kv_heads=1, head_dim=64, num_experts=32, top_k=4,
-              expert_width=128, topics=16)
-TINY = Recipe(name="strata-tiny-4x16", vocab_size=256, hidden_size=64, num_layers=4,
+              expert_width=128, topics=16, affinity=3.6, update_first=0.43,
+              update_last=0.095, lm_gain=1.0, lm_topic=3.0)
+# A quarter of the pairs is one token's lookups here, so topics are weaker and more
+# numerous than in the 64-expert models, or LRU would keep just what Belady keeps.
+TINY = Recipe(name="strata-tiny-4x16-v2", vocab_size=256, hidden_size=64, num_layers=4,
               num_heads=2, num_kv_heads=1, head_dim=32, num_experts=16, top_k=4,
-              expert_width=32, topics=8)
+              expert_width=32, topics=16, popularity=1.0, affinity=2.0, update_first=0.8,
+              lm_gain=0.3)
+PROBES = 32  # inputs on which a layer's output norm is measured while it is made
+
+
+def like(trace: Trace, hidden_size: int, expert_width: int) -> Recipe:
+    """The demo model in a routing trace's shape (layers, experts, top-k), for the trace to
+    drive; the name says the shape, so each shape is made once."""
+    L, E, K = trace.layers, trace.num_experts, trace.top_k
+    return replace(DEFAULT, name=f"strata-like-{L}x{E}-top{K}-{hidden_size}x{expert_width}-v2",
+                   num_layers=L, num_experts=E, top_k=K, hidden_size=hidden_size,
+                   expert_width=expert_width, topics=min(DEFAULT.topics, hidden_size - 1))
 
 
 def _randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
-    return torch.randn(*shape, generator=g) * scale
+    return torch.randn(*shape, generator=g).mul_(scale)
 
 
-def global_weights(r: Recipe) -> dict[str, torch.Tensor]:
+def _unit(t: torch.Tensor) -> torch.Tensor:
+    return t / t.norm(dim=-1, keepdim=True)
+
+
+@dataclass
+class Stream:
+    """What each layer is made against: the shared directions of the residual stream, its
+    expected norm where the layer reads it, and sample inputs of the MoE block."""
+
+    mu: torch.Tensor  # [D] unit
+    topics: torch.Tensor  # [T, D] unit rows, orthogonal to mu and to each other (T < D)
+    norm0: float  # expected norm of an embedding
+    norm: float  # expected norm of the residual stream entering the next layer
+    probes: torch.Tensor  # [P, D] inputs of a MoE block (RMS-normalised embeddings)
+
+
+def global_weights(r: Recipe) -> tuple[dict[str, torch.Tensor], Stream]:
     g = torch.Generator().manual_seed(r.seed)
     D, V = r.hidden_size, r.vocab_size
-    mu = _randn(g, D)
-    mu = mu / mu.norm() * math.sqrt(D)
-    topics = _randn(g, r.topics, D, scale=r.topic)
+    mu = _unit(_randn(g, D))
+    # the first column of Q is +-mu, the others an orthonormal basis of the rest
+    basis = torch.linalg.qr(torch.cat([mu[:, None], _randn(g, D, D - 1)], 1))[0][:, 1:].T
+    topics = basis[: r.topics] if r.topics < D else _unit(_randn(g, r.topics, D))
     topic_of = torch.arange(V) % r.topics
-    emb = r.shared * mu + topics[topic_of] + _randn(g, V, D, scale=r.noise)
-    lm = emb / emb.norm(dim=1, keepdim=True) * r.lm_gain  # tied in direction, not in file
-    return {
+    emb = math.sqrt(D) * (r.shared * mu + r.topic * topics[topic_of]) + _randn(
+        g, V, D, scale=r.noise)
+    lm = _unit(_unit(emb) + r.lm_topic * topics[topic_of]) * r.lm_gain
+    probes = _unit(emb[torch.randint(0, V, (PROBES,), generator=g)]) * math.sqrt(D)
+    norm0 = float(emb.norm(dim=1).mean())
+    weights = {
         "model.embed_tokens.weight": emb,
         "model.norm.weight": torch.ones(D),
         "lm_head.weight": lm,
-        "_mu": mu / mu.norm(),
     }
+    return weights, Stream(mu, topics, norm0, norm0, probes)
 
 
-def layer_weights(r: Recipe, layer: int, mu_hat: torch.Tensor) -> dict[str, torch.Tensor]:
+def _preferences(r: Recipe, g: torch.Generator) -> torch.Tensor:
+    """[E, T] 0/1: the experts each topic prefers at one layer, balanced: each topic prefers
+    top-k experts and each expert is preferred by T * k / E topics (rounded)."""
+    E, m = r.num_experts, r.top_k
+    order = torch.randperm(E, generator=g)
+    pref = torch.zeros(E, r.topics)
+    for t in range(r.topics):
+        pref[order[(t * m + torch.arange(m)) % E], t] = 1.0
+    return pref
+
+
+def _output_norm(r: Recipe, stream: Stream, router: torch.Tensor,
+                 experts: list[tuple[torch.Tensor, ...]]) -> float:
+    """Mean norm of the MoE block's output on the probe inputs."""
+    total = 0.0
+    for x in stream.probes:
+        logits = router @ x
+        sel = routing.select(logits, None, r.top_k, 0, 0.0, 0.0)
+        w = routing.weights(logits, sel)
+        total += float((w @ torch.stack([expert_out(x, *experts[e]) for e in sel])).norm())
+    return total / len(stream.probes)
+
+
+def layer_weights(r: Recipe, layer: int, stream: Stream) -> dict[str, torch.Tensor]:
+    """Layer `layer`'s tensors; advances `stream.norm` past the layer."""
     g = torch.Generator().manual_seed(r.seed * 1000 + layer + 1)
     D, E, I = r.hidden_size, r.num_experts, r.expert_width
     H, G, Dh = r.num_heads, r.num_kv_heads, r.head_dim
     p = f"model.layers.{layer}."
-    boost = 1 + r.early_boost * (1 - layer / max(1, r.num_layers - 1))
+    depth = layer / max(1, r.num_layers - 1)
+    update = r.update_first ** (1 - depth) * r.update_last ** depth  # share of the stream
+    grown = stream.norm / stream.norm0  # the routers' structure keeps pace with the stream
+    rand = _randn(g, E, D, scale=1 / math.sqrt(D))
+    rand -= (rand @ stream.mu)[:, None] * stream.mu  # popularity only through `popularity`
     pop = _randn(g, E, scale=r.popularity)
-    router = _randn(g, E, D, scale=1 / math.sqrt(D)) + pop[:, None] * mu_hat[None, :]
+    structure = r.affinity * _preferences(r, g) @ stream.topics + pop[:, None] * stream.mu
+    router = (rand + grown / math.sqrt(D) * structure) * r.router_gain
+    expert_key = ModelConfig.from_hf(r.hf_config()).expert_key
+    experts = [(_randn(g, I, D, scale=1 / math.sqrt(D)), _randn(g, I, D, scale=1 / math.sqrt(D)),
+                _randn(g, D, I, scale=1 / math.sqrt(I))) for _ in range(E)]
+    # down projections scaled so the block writes `update` times the stream's norm
+    scale = update * stream.norm / _output_norm(r, stream, router, experts)
+    o_proj = _randn(g, D, H * Dh, scale=r.attn_share * scale / math.sqrt(H * Dh))
     w = {
         p + "input_layernorm.weight": torch.ones(D),
         p + "post_attention_layernorm.weight": torch.ones(D),
         p + "self_attn.q_proj.weight": _randn(g, H * Dh, D, scale=1 / math.sqrt(D)),
         p + "self_attn.k_proj.weight": _randn(g, G * Dh, D, scale=1 / math.sqrt(D)),
         p + "self_attn.v_proj.weight": _randn(g, G * Dh, D, scale=1 / math.sqrt(D)),
-        p + "self_attn.o_proj.weight": _randn(g, D, H * Dh,
-                                              scale=boost * r.attn_out / math.sqrt(H * Dh)),
+        p + "self_attn.o_proj.weight": o_proj,
         p + "self_attn.q_norm.weight": torch.ones(Dh),
         p + "self_attn.k_norm.weight": torch.ones(Dh),
-        p + "mlp.gate.weight": router * r.router_gain,
+        p + "mlp.gate.weight": router,
     }
-    expert_key = ModelConfig.from_hf(r.hf_config()).expert_key
-    for e in range(E):
-        w[expert_key(layer, e, "gate")] = _randn(g, I, D, scale=1 / math.sqrt(D))
-        w[expert_key(layer, e, "up")] = _randn(g, I, D, scale=1 / math.sqrt(D))
-        w[expert_key(layer, e, "down")] = _randn(g, D, I,
-                                                 scale=boost * r.expert_out / math.sqrt(I))
+    for e, (gate, up, down) in enumerate(experts):
+        w[expert_key(layer, e, "gate")] = gate
+        w[expert_key(layer, e, "up")] = up
+        w[expert_key(layer, e, "down")] = down.mul_(scale)
+    stream.norm *= math.sqrt(1 + update**2 * (1 + r.attn_share**2))
     return w
 
 
@@ -173,13 +257,11 @@ def write(r: Recipe, folder: Path) -> Path:
     folder = Path(folder)
     tmp = folder.with_name(folder.name + ".partial")
     tmp.mkdir(parents=True, exist_ok=True)
-    glob = global_weights(r)
-    mu_hat = glob.pop("_mu")
-    shards = [glob] + [None] * r.num_layers
-    n = len(shards)
+    glob, stream = global_weights(r)
+    n = r.num_layers + 1
     weight_map: dict[str, str] = {}
     for i in range(n):
-        tensors = shards[i] if i == 0 else layer_weights(r, i - 1, mu_hat)
+        tensors = glob if i == 0 else layer_weights(r, i - 1, stream)
         fname = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp / fname),
                   metadata={"format": "pt"})

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.traces.format import Trace, TraceError
+from tuner.engine.trace_format import Trace, TraceError
 
 EXAMPLES = 3
 
@@ -21,6 +21,13 @@ KINDS = {
     "unreadable": "lines that could not be read (skipped)",
     "restart": "token index went back or repeated at a layer: a new sequence or batch "
                "(rows kept, in file order)",
+    "ignored_field": "fields or columns the importer does not use (give --sequence-key or "
+                     "--probs-key if one holds sequence ids or gate weights)",
+    "warmup": "rows of warm-up and profiling batches before the prefill (dropped)",
+    "other_phase": "rows of the phase not imported (dropped; see --phase)",
+    "duplicate_routing": "a token and layer routed twice (the first row kept)",
+    "trimmed": "a sequence's last token routed at only some layers, as when a log ends "
+               "mid-token (token dropped)",
     "missing_layer": "tokens with no routing for a layer (left empty: no lookup)",
     "wrong_k": "routings with a different number of experts than most (kept; the rest of "
                "the row left empty)",
@@ -38,9 +45,9 @@ class Problems:
         self.counts: Counter[str] = Counter()
         self.examples: dict[str, list[str]] = {}
 
-    def add(self, kind: str, example: str) -> None:
+    def add(self, kind: str, example: str, count: int = 1) -> None:
         assert kind in KINDS, kind
-        self.counts[kind] += 1
+        self.counts[kind] += count
         shown = self.examples.setdefault(kind, [])
         if len(shown) < EXAMPLES:
             shown.append(example)
@@ -53,7 +60,9 @@ class Problems:
 @dataclass
 class Routing:
     where: str  # "file:line", for the report
-    key: tuple[int, int]  # (sequence, token index): orders the tokens
+    # (sequence label, token index): sequences in the order they first appear, tokens by
+    # index within a sequence
+    key: tuple[object, int]
     layer: int  # the source's layer id
     experts: list[int]  # rank order
     probs: list[float] | None = None
@@ -77,15 +86,44 @@ class Sequencer:
         return (self._sequence[layer], token)
 
 
+def _checked(routings: list[Routing], problems: Problems) -> list[Routing]:
+    """`routings` less repeats of a token and layer and each sequence's last token when it
+    was routed at only some of the layers (a log that ends mid-token)."""
+    seen: set[tuple] = set()
+    kept = []
+    for r in routings:
+        if (r.key, r.layer) in seen:
+            problems.add("duplicate_routing", f"{r.where}: token {r.key[1]}, layer {r.layer}")
+            continue
+        seen.add((r.key, r.layer))
+        kept.append(r)
+    layers = {r.layer for r in kept}
+    last: dict[object, int] = {}
+    for r in kept:
+        last[r.key[0]] = max(last.get(r.key[0], r.key[1]), r.key[1])
+    at: Counter[tuple] = Counter(r.key for r in kept if r.key[1] == last[r.key[0]])
+    partial = {key for key, n in at.items() if n < len(layers)}
+    for key in partial:
+        where = next(r.where for r in kept if r.key == key)
+        problems.add("trimmed", f"{where}: token {key[1]} routed at {at[key]} of "
+                     f"{len(layers)} layers")
+    return [r for r in kept if r.key not in partial]
+
+
 def assemble(routings: list[Routing], problems: Problems, meta: dict,
              num_experts: int | None = None) -> Trace:
     """The trace of `routings`; `meta` is the source's (model, source, ...)."""
+    routings = _checked(routings, problems)
     if not routings:
         raise TraceError(f"{meta.get('source', 'source')}: no routings found")
     layer_ids = sorted({r.layer for r in routings})
     column = {layer: i for i, layer in enumerate(layer_ids)}
-    keys = sorted({r.key for r in routings})
+    first = {}
+    for r in routings:
+        first.setdefault(r.key[0], len(first))
+    keys = sorted({r.key for r in routings}, key=lambda k: (first[k[0]], k[1]))
     row = {key: i for i, key in enumerate(keys)}
+    sequence_of = {label: i for i, label in enumerate(first)}
     widths = Counter(len(r.experts) for r in routings)
     usual = widths.most_common(1)[0][0]
     K = max(widths)
@@ -122,9 +160,9 @@ def assemble(routings: list[Routing], problems: Problems, meta: dict,
                              f"{len(r.experts)} experts")
     probs[experts < 0] = np.nan  # no probability where no expert is kept
     for t, l in np.argwhere(~present):
-        sequence, token = keys[t]
-        problems.add("missing_layer", f"sequence {sequence} token {token}: no routing for "
-                     f"layer {layer_ids[l]}")
+        label, token = keys[t]
+        problems.add("missing_layer", f"sequence {sequence_of[label]} token {token}: no "
+                     f"routing for layer {layer_ids[l]}")
 
     starts = [i for i, key in enumerate(keys) if i == 0 or key[0] != keys[i - 1][0]]
     meta = {**meta, "num_experts": num_experts, "sequence_starts": starts,

@@ -1,46 +1,112 @@
-"""Importers for the route logs other engines and papers publish, so an operator can bring
-real traffic. Every odd row ends up in the trace's import report (see `assemble`).
+"""Importers for route logs as other engines and papers publish them, so an operator can
+bring real traffic without reshaping it by hand. Every odd row, and everything dropped,
+ends up in the import report (see `assemble`), which is printed even when an import fails.
 
-Formats (`tuner trace import FORMAT SRC`):
+`tuner trace import FORMAT SRC...`: each SRC is a file, a folder (its files of the
+format) or a glob; several make one trace, in natural name order.
 
-* `jsonl`: one JSON object per line, one line per token and layer:
-  `{"layer": 3, "token_idx": 17, "experts": [5, 1, 9, 2], "probs": [0.4, 0.3, 0.2, 0.1]}`;
-  `probs` (gate probabilities, rank-aligned) is optional. Lines may come token-major or
-  layer-major; a token index that goes back at a layer starts a new sequence.
-* `vllm`: a folder of JSON-lines files, one per layer, as the flag-gated vLLM MoE route
-  loggers write them (a `VLLM_LOG_MOE` hook in `FusedMoE.select_experts`, one file per
-  logged layer such as `moe_layer8.jsonl`): an optional first line
-  `{"type": "meta", "model_id": ..., "layers_logged": [8], "top_k": 4, ...}`, then one line
-  per token `{"type": "route", "req_id": "r1", "token_idx": 0, "layer": 8,
-  "topk_ids": [...], "topk_weights": [...]}`. Such a logger numbers `token_idx` within
-  one forward batch, so it restarts with every batch; tokens are therefore aligned across
-  layers by order (the n-th route line of a layer is the n-th token), each restart is
-  reported, and a change of `req_id` starts a new sequence.
-* `csv`: a header row, then either one row per routing with columns `layer`, `token` and
-  `experts` (ids separated by spaces, `;`, `|` or quoted commas, brackets allowed), or one
-  row per activated expert with `layer`, `token` and `expert` (consecutive rows of one
-  token and layer form its routing, in row order). Accepted column aliases: `layer_id`;
-  `token_idx`, `step`; `expert_ids`; `expert_id`.
+* `jsonl`: one JSON object per line, one line per token and layer, e.g.
+  `{"dataset": "gsm8k", "problem_id": 0, "layer": 0, "experts": [7, 0],
+  "gating_probs": [0.80, 0.20], "token_idx": 0}`. Lines may come token-major or
+  layer-major. Sequences come from an id field (`problem_id`, `req_id`, `request_id`,
+  `seq_id`, `sequence`, or the one `--sequence-key` names; with `dataset` when a row has
+  one), else from token indices that go back. Gate weights are kept from `gating_probs`,
+  `probs`, `weights`, `topk_weights`, `router_probs` (or `--probs-key`). Fields the
+  importer does not use are named in the report.
+* `csv`: a header row (names matched ignoring case, spaces and underscores), then one row
+  per routing with `layer` (`layer id`), `token` and `experts` (`expert ids`, `activated
+  expert ids`: ids separated by spaces, `;`, `|` or commas inside quotes, brackets
+  allowed), or one row per activated expert with `expert` (`expert id`). A token index
+  (`token_idx`, `step`, `position`, or a `token` column of integers) that goes back
+  starts a new sequence; a `token` column holding the tokens' text gives positions by row
+  order, per layer. Each file is a sequence of its
+  own: a folder of one CSV per prompt, such as `Layer ID,Batch Number,Token,Activated
+  Expert IDs` with layer ids from 1 and rows layer-major, imports as one trace.
+* `vllm`: a folder of `moe_layer{N}.jsonl` files (or one such file) as vLLM's MoE route
+  logger writes them: a first line `{"type": "meta", "model_id", "top_k",
+  "layers_logged", "num_experts"?}`, then `{"type": "route", "req_id", "token_idx",
+  "layer", "topk_ids", "topk_weights"}`. The logger numbers `token_idx` within a forward
+  batch, so it restarts with every batch: first come warm-up and profiling batches, then
+  one prefill batch (all prompts concatenated), then decode batches of B rows, row i
+  being request i. The importer finds the phases from the batch sizes and by default
+  keeps the decode phase as one sequence per request (`--phase decode|prefill|all`).
 """
 
 from __future__ import annotations
 
 import csv
+import glob
 import json
 import re
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.engine.trace_format import Trace, TraceError
 from tuner.traces.assemble import Problems, Routing, Sequencer, assemble
-from tuner.traces.format import Trace, TraceError
 
-CSV_COLUMNS = {
+SEQUENCE_KEYS = ("problem_id", "req_id", "request_id", "seq_id", "sequence")
+PROBS_KEYS = ("gating_probs", "probs", "weights", "topk_weights", "router_probs")
+JSONL_KEYS = {
     "layer": ("layer", "layer_id"),
-    "token": ("token", "token_idx", "step"),
-    "experts": ("experts", "expert_ids"),
-    "expert": ("expert", "expert_id"),
+    "token": ("token_idx", "token", "position"),
+    "experts": ("experts", "topk_ids", "expert_ids"),
 }
+CSV_COLUMNS = {
+    "layer": ("layer", "layerid"),
+    "token": ("token", "tokenidx", "step", "position"),
+    "experts": ("experts", "expertids", "activatedexpertids", "topkids"),
+    "expert": ("expert", "expertid"),
+}
+PHASES = ("decode", "prefill", "all")
+
+
+class ImportFailed(TraceError):
+    """An import that made no trace; `report` holds what was read up to the failure."""
+
+    def __init__(self, message: str, report: dict, notes: list[str]):
+        super().__init__(message)
+        self.report, self.notes = report, notes
+
+
+@dataclass
+class Options:
+    num_experts: int | None = None
+    sequence_key: str | None = None
+    probs_key: str | None = None
+    phase: str = "decode"
+
+
+@dataclass
+class Source:
+    """What a reader gives `assemble`: rows, trace meta and lines for the report."""
+
+    routings: list[Routing]
+    meta: dict
+    notes: list[str]
+
+
+def _natural(path: Path) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
+
+
+def expand(srcs: list[Path], suffix: str) -> list[Path]:
+    """The files SRC arguments name: files as given, folders' `*suffix` files, globs."""
+    files: list[Path] = []
+    for src in srcs:
+        if src.is_dir():
+            found = sorted(src.glob(f"*{suffix}"), key=_natural)
+            if not found:
+                raise TraceError(f"{src}: no {suffix} files in the folder")
+        elif src.exists():
+            found = [src]
+        else:
+            found = sorted((Path(p) for p in glob.glob(str(src))), key=_natural)
+            if not found:
+                raise TraceError(f"{src}: no such file or folder, and no file matches it")
+        files.extend(found)
+    return list(dict.fromkeys(files))
 
 
 def _int(value, name: str) -> int:
@@ -79,84 +145,96 @@ def _json_lines(path: Path, problems: Problems) -> Iterator[tuple[str, dict]]:
             yield where, obj
 
 
-def read_jsonl(src: Path, problems: Problems) -> tuple[list[Routing], dict]:
-    routings, seq = [], Sequencer(problems)
-    for where, obj in _json_lines(src, problems):
-        try:
-            layer, token = _int(obj["layer"], "layer"), _int(obj["token_idx"], "token_idx")
-            experts = _ints(obj["experts"], "experts")
-            probs = _floats(obj["probs"], "probs") if "probs" in obj else None
-            if layer < 0 or token < 0:
-                raise ValueError("layer and token_idx must be >= 0")
-        except KeyError as err:
-            problems.add("unreadable", f"{where}: no {err}; a row has layer, token_idx, experts")
-            continue
-        except (TypeError, ValueError) as err:
-            problems.add("unreadable", f"{where}: {err}")
-            continue
-        routings.append(Routing(where, seq.key(layer, token, where), layer, experts, probs))
-    return routings, {"source": f"jsonl {src.name}"}
+def _parsed(where: str, problems: Problems, needs: str, parse):
+    """parse()'s value, or None when a field is missing or bad (reported as unreadable)."""
+    try:
+        return parse()
+    except KeyError as err:
+        problems.add("unreadable", f"{where}: no {err.args[0]!r}; {needs}")
+    except (TypeError, ValueError) as err:
+        problems.add("unreadable", f"{where}: {err}")
+    return None
 
 
-def _natural(path: Path) -> list:
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
+def _first(obj: dict, names: tuple[str, ...]) -> str | None:
+    return next((n for n in names if n in obj), None)
 
 
-def read_vllm(src: Path, problems: Problems) -> tuple[list[Routing], dict]:
-    if not src.is_dir():
-        raise TraceError(f"{src}: the vllm format is a folder of per-layer .jsonl files")
-    files = sorted(src.glob("*.jsonl"), key=_natural)
-    if not files:
-        raise TraceError(f"{src}: no .jsonl files in the folder")
-    routings, meta = [], {"source": f"vllm route logs {src.name}/ ({len(files)} files)"}
-    position: Counter[int] = Counter()  # route lines seen per layer: the token order
-    sequence: Counter[int] = Counter()
-    last_token: dict[int, int] = {}
-    last_request: dict[int, object] = {}
-    for path in files:
+class _Fields:
+    """Which of a row's fields the importer uses; the others are reported once each."""
+
+    def __init__(self, problems: Problems):
+        self.problems = problems
+        self.reported: set[str] = set()
+
+    def unused(self, where: str, fields, used: set[str]) -> None:
+        for name in fields:
+            if name not in used and name not in self.reported:
+                self.reported.add(name)
+                self.problems.add("ignored_field", f"{where}: {name!r}")
+
+
+def read_jsonl(files: list[Path], problems: Problems, opts: Options) -> Source:
+    routings: list[Routing] = []
+    fields = _Fields(problems)
+    seq_names = (opts.sequence_key,) if opts.sequence_key else SEQUENCE_KEYS
+    probs_names = (opts.probs_key,) if opts.probs_key else PROBS_KEYS
+    with_ids = Counter()
+    for number, path in enumerate(files):
+        sequencer = Sequencer(problems)  # token indices going back: new sequences
         for where, obj in _json_lines(path, problems):
-            kind = obj.get("type", "route")
-            if kind == "meta":
-                if obj.get("model_id"):
-                    meta["model"] = obj["model_id"]
+            names = {k: _first(obj, v) for k, v in JSONL_KEYS.items()}
+            seq_name, probs_name = _first(obj, seq_names), _first(obj, probs_names)
+
+            def parse(obj=obj, names=names, probs_name=probs_name):
+                missing = [v[0] for k, v in JSONL_KEYS.items() if names[k] is None]
+                if missing:
+                    raise KeyError(missing[0])
+                layer = _int(obj[names["layer"]], names["layer"])
+                token = _int(obj[names["token"]], names["token"])
+                if layer < 0 or token < 0:
+                    raise ValueError("layer and token index must be >= 0")
+                probs = _floats(obj[probs_name], probs_name) if probs_name else None
+                return layer, token, _ints(obj[names["experts"]], names["experts"]), probs
+
+            row = _parsed(where, problems, "a row has layer, token_idx and experts", parse)
+            if row is None:
                 continue
-            try:
-                if kind != "route":
-                    raise ValueError(f"type {kind!r}; expected 'meta' or 'route'")
-                layer, token = _int(obj["layer"], "layer"), _int(obj["token_idx"], "token_idx")
-                experts = _ints(obj["topk_ids"], "topk_ids")
-                probs = (_floats(obj["topk_weights"], "topk_weights")
-                         if "topk_weights" in obj else None)
-            except KeyError as err:
-                problems.add("unreadable", f"{where}: no {err}; a route line has layer, "
-                             "token_idx, topk_ids")
-                continue
-            except (TypeError, ValueError) as err:
-                problems.add("unreadable", f"{where}: {err}")
-                continue
-            if layer in last_token and token <= last_token[layer]:
-                problems.add("restart", f"{where}: layer {layer} token_idx {token} after "
-                             f"{last_token[layer]}")
-            request = obj.get("req_id")
-            if layer in last_request and request != last_request[layer]:
-                sequence[layer] += 1
-            last_token[layer], last_request[layer] = token, request
-            key = (sequence[layer], position[layer])
-            position[layer] += 1
+            layer, token, experts, probs = row
+            used = {*names.values(), seq_name, probs_name}
+            if seq_name is not None:
+                used.add("dataset")
+                label = ("id", obj.get("dataset"), json.dumps(obj[seq_name]))
+                key = (label, token)
+                with_ids[seq_name] += 1
+            else:
+                sequence, token = sequencer.key(layer, token, where)
+                key = (("file", number, sequence), token)
+            fields.unused(where, obj, used)
             routings.append(Routing(where, key, layer, experts, probs))
-    return routings, meta
+    notes = [f"sequences from the {name!r} field ({n} rows)" for name, n in with_ids.items()]
+    return Source(routings, {"source": _named("jsonl", files)}, notes)
 
 
-def _columns(fields: list[str] | None, src: Path) -> dict[str, str]:
+def _named(fmt: str, files: list[Path]) -> str:
+    return f"{fmt} {files[0].name}" + (f" and {len(files) - 1} more" if len(files) > 1 else "")
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[\s_]+", "", name).lower()
+
+
+def _columns(fields: list[str] | None, path: Path) -> dict[str, str]:
     """Our column name -> the file's, for the columns it has."""
-    given = {f.strip().lower(): f for f in fields or []}
+    given = {_normal(f): f for f in fields or []}
     found = {ours: given[alias] for ours, aliases in CSV_COLUMNS.items()
              for alias in aliases if alias in given}
     if "layer" not in found or "token" not in found or not (
             "experts" in found or "expert" in found):
-        raise TraceError(f"{src}: columns {sorted(given)}; a routing CSV needs a header with "
-                         "layer, token, and experts (one row per routing) or expert (one row "
-                         "per activated expert); aliases: " + "; ".join(
+        raise TraceError(f"{path}: columns {list(fields or [])}; a routing CSV needs a header "
+                         "with layer, token, and experts (one row per routing) or expert "
+                         "(one row per activated expert), matched ignoring case, spaces and "
+                         "underscores; aliases: " + "; ".join(
                              f"{k}: {', '.join(v)}" for k, v in CSV_COLUMNS.items()))
     return found
 
@@ -166,49 +244,199 @@ def _id_list(text: str) -> list[int]:
     return [int(p) for p in parts]
 
 
-def read_csv(src: Path, problems: Problems) -> tuple[list[Routing], dict]:
-    routings, seq = [], Sequencer(problems)
-    with open(src, encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        col = _columns(reader.fieldnames, src)
+def _is_int(text: str) -> bool:
+    return text.strip().lstrip("-").isdigit()
+
+
+def read_csv(files: list[Path], problems: Problems, opts: Options) -> Source:
+    routings: list[Routing] = []
+    notes: list[str] = []
+    fields = _Fields(problems)
+    texts = 0
+    for number, path in enumerate(files):
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            col = _columns(reader.fieldnames, path)
+            rows = [(f"{path.name}:{reader.line_num}", row) for row in reader]
+        fields.unused(f"{path.name}:1", [c for c in reader.fieldnames if c not in
+                                         col.values()], set())
         long_form = "experts" not in col
+        # A `token` column of text (not indices): positions by row order, per layer.
+        by_order = _normal(col["token"]) == "token" and any(
+            row[col["token"]] is not None and not _is_int(row[col["token"]]) for _, row in rows)
+        texts += by_order
+        sequencer, position = Sequencer(problems), Counter()
         group: tuple[int, int] | None = None  # (layer, token) of the routing being gathered
-        for row in reader:
-            where = f"{src.name}:{reader.line_num}"
+        for where, row in rows:
             try:
                 if any(row[c] is None for c in col.values()):
                     raise ValueError(f"{len(reader.fieldnames)} columns expected")
-                layer, token = int(row[col["layer"]]), int(row[col["token"]])
+                layer = int(row[col["layer"]])
                 ids = [int(row[col["expert"]])] if long_form else _id_list(row[col["experts"]])
-                if layer < 0 or token < 0:
+                token = None if by_order else int(row[col["token"]])
+                if layer < 0 or (token is not None and token < 0):
                     raise ValueError("layer and token must be >= 0")
             except ValueError as err:
                 problems.add("unreadable", f"{where}: {err}")
                 continue
-            if long_form and group == (layer, token):
+            if long_form and group == (layer, token if token is not None else row[col["token"]]):
                 routings[-1].experts.extend(ids)
                 continue
-            group = (layer, token)
-            routings.append(Routing(where, seq.key(layer, token, where), layer, ids))
-    return routings, {"source": f"csv {src.name}"}
+            group = (layer, token if token is not None else row[col["token"]])
+            if by_order:
+                key = (("file", number, 0), position[layer])
+                position[layer] += 1
+            else:
+                sequence, token = sequencer.key(layer, token, where)
+                key = (("file", number, sequence), token)
+            routings.append(Routing(where, key, layer, ids))
+    if texts:
+        notes.append(f"{texts} of {len(files)} file(s) hold token text, not indices: "
+                     "positions from row order, per layer")
+    return Source(routings, {"source": _named("csv", files)}, notes)
 
 
-FORMATS = {"jsonl": read_jsonl, "vllm": read_vllm, "csv": read_csv}
+@dataclass
+class _Route:
+    where: str
+    request: object
+    experts: list[int]
+    probs: list[float] | None
 
 
-def import_trace(fmt: str, src: Path, num_experts: int | None = None, model: str | None = None,
-                 expert_bytes: int = 0) -> Trace:
+def _batches(rows: list[tuple[int, _Route]]) -> list[list[_Route]]:
+    """One layer's route lines split into forward batches where token_idx restarts."""
+    batches: list[list[_Route]] = []
+    last = None
+    for token, route in rows:
+        if last is None or token <= last:
+            batches.append([])
+        batches[-1].append(route)
+        last = token
+    return batches
+
+
+def phases(sizes: list[int]) -> tuple[int, int | None, int]:
+    """(decode batch size B, index of the prefill batch or None, index of the first decode
+    batch) from the batch sizes: B is the most common size (decode steps dominate a run),
+    the decode phase is the longest tail of batches of at most B rows that never grows,
+    the prefill the larger batch just before it, and everything earlier is warm-up."""
+    counts = Counter(sizes)
+    B = max(counts, key=lambda s: (counts[s], -s))
+    first = len(sizes)
+    while first > 0 and sizes[first - 1] <= B and (
+            first == len(sizes) or sizes[first - 1] >= sizes[first]):
+        first -= 1
+    prefill = first - 1 if first > 0 and sizes[first - 1] > B else None
+    return B, prefill, first
+
+
+def read_vllm(files: list[Path], problems: Problems, opts: Options) -> Source:
+    meta: dict = {"source": _named("vllm route logs", files)}
+    notes: list[str] = []
+    by_layer: dict[int, list[tuple[int, _Route]]] = {}
+    for path in files:
+        for where, obj in _json_lines(path, problems):
+            kind = obj.get("type", "route")
+            if kind == "meta":
+                if obj.get("model_id"):
+                    meta["model"] = obj["model_id"]
+                if isinstance(obj.get("num_experts"), int):
+                    meta["num_experts"] = obj["num_experts"]
+                continue
+
+            def parse(obj=obj, kind=kind):
+                if kind != "route":
+                    raise ValueError(f"type {kind!r}; expected 'meta' or 'route'")
+                probs = (_floats(obj["topk_weights"], "topk_weights")
+                         if "topk_weights" in obj else None)
+                return (_int(obj["layer"], "layer"), _int(obj["token_idx"], "token_idx"),
+                        _ints(obj["topk_ids"], "topk_ids"), probs)
+
+            row = _parsed(where, problems, "a route line has layer, token_idx, topk_ids", parse)
+            if row is None:
+                continue
+            layer, token, experts, probs = row
+            by_layer.setdefault(layer, []).append(
+                (token, _Route(where, obj.get("req_id"), experts, probs)))
+    if not by_layer:
+        raise TraceError(f"{meta['source']}: no route lines found")
+    batches = {layer: _batches(rows) for layer, rows in sorted(by_layer.items())}
+    first_layer = next(iter(batches))
+    sizes = [len(b) for b in batches[first_layer]]
+    for layer, bs in batches.items():
+        if [len(b) for b in bs] != sizes:
+            notes.append(f"layer {layer} has {len(bs)} batches of other sizes than layer "
+                         f"{first_layer}'s {len(sizes)}: batches matched by their order")
+    B, prefill, first = phases(sizes)
+    warmup = prefill if prefill is not None else first
+    prefilled = f"1 prefill of {sizes[prefill]} rows" if prefill is not None else "no prefill"
+    notes.append(f"{len(sizes)} forward batches (token_idx restarts): {warmup} warm-up, "
+                 f"{prefilled}, {len(sizes) - first} decode of {B} rows")
+    for step in range(first + 1, len(sizes)):
+        if sizes[step] != sizes[step - 1]:
+            notes.append(f"decode batch size {sizes[step - 1]} -> {sizes[step]} at decode "
+                         f"step {step - first}: from there row i is taken as request i")
+    # Requests by req_id when the ids tell the decode rows apart, else by row (real logs
+    # carry one req_id for a whole batched run).
+    decode = [b for bs in batches.values() for b in bs[first:]]
+    by_id = len({r.request for b in decode for r in b}) > 1 and all(
+        len({r.request for r in b}) == len(b) for b in decode)
+    routings: list[Routing] = []
+    for layer, bs in batches.items():
+        for index, batch in enumerate(bs):
+            if index < warmup:
+                phase = "warm-up"
+            elif index == prefill:
+                phase = "prefill"
+            else:
+                phase = "decode"
+            if phase == "warm-up" or (opts.phase != "all" and phase != opts.phase):
+                problems.add("warmup" if phase == "warm-up" else "other_phase",
+                             f"{batch[0].where}: {phase} batch {index}, {len(batch)} rows",
+                             len(batch))
+                continue
+            for row, route in enumerate(batch):
+                if phase == "prefill":
+                    key = (("prefill",), row)
+                else:  # one stream per request
+                    key = (("request", route.request if by_id else row), index - first)
+                routings.append(Routing(route.where, key, layer, route.experts, route.probs))
+    if prefill is not None and opts.phase != "decode":
+        notes.append("the prefill batch holds every prompt concatenated; the log does not "
+                     "say where one ends, so it is one sequence")
+    return Source(routings, meta, notes)
+
+
+FORMATS = {"jsonl": (read_jsonl, ".jsonl"), "csv": (read_csv, ".csv"),
+           "vllm": (read_vllm, ".jsonl")}
+
+
+def import_trace(fmt: str, srcs: list[Path] | Path, opts: Options | None = None,
+                 model: str | None = None, expert_bytes: int = 0) -> Trace:
+    """The trace of SRCs; raises ImportFailed (with the report so far) when none is made."""
     if fmt not in FORMATS:
         raise TraceError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    src = Path(src)
-    if not src.exists():
-        raise TraceError(f"{src}: no such file or folder")
-    problems = Problems()
+    if opts is not None and opts.phase not in PHASES:
+        raise TraceError(f"phase {opts.phase!r}: expected one of {', '.join(PHASES)}")
+    opts = opts or Options()
+    reader, suffix = FORMATS[fmt]
+    files = expand([Path(s) for s in ([srcs] if isinstance(srcs, (str, Path)) else srcs)],
+                   suffix)
+    problems, notes = Problems(), []
     try:
-        routings, meta = FORMATS[fmt](src, problems)
-    except (OSError, UnicodeDecodeError) as err:
-        raise TraceError(f"{src}: cannot be read as {fmt}: {err}") from None
-    if model:
-        meta["model"] = model
-    meta["expert_bytes"] = expert_bytes
-    return assemble(routings, problems, meta, num_experts)
+        try:
+            source = reader(files, problems, opts)
+        except (OSError, UnicodeDecodeError) as err:
+            raise TraceError(f"{err.filename or files[0]}: cannot be read as {fmt}: "
+                             f"{err}") from None
+        notes = source.notes
+        meta = {**source.meta, "expert_bytes": expert_bytes, "import_notes": notes}
+        if model:
+            meta["model"] = model
+        num_experts = opts.num_experts or meta.pop("num_experts", None)
+        return assemble(source.routings, problems, meta, num_experts)
+    except ImportFailed:
+        raise
+    except TraceError as err:
+        raise ImportFailed(str(err), problems.as_dict(), notes) from None

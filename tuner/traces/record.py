@@ -7,8 +7,8 @@ import numpy as np
 from tuner import __version__
 from tuner.engine.decode import RouteLog
 from tuner.engine.session import Session
+from tuner.engine.trace_format import Trace
 from tuner.knobs import BY_NAME, Config, config_dict
-from tuner.traces.format import Trace
 
 
 def record(cfg: Config, tokens: int, logits: bool = False) -> tuple[Trace, dict]:
@@ -23,7 +23,10 @@ def record(cfg: Config, tokens: int, logits: bool = False) -> tuple[Trace, dict]
         snap = session.snapshot()
     finally:
         eng.close()
-    experts = np.asarray(log.experts, dtype=np.int32).reshape(tokens, L, mc.top_k)
+    experts = np.full((tokens * L, mc.top_k), -1, dtype=np.int32)  # a trace may route fewer
+    for row, sel in zip(experts, log.experts):
+        row[: len(sel)] = sel
+    experts = experts.reshape(tokens, L, mc.top_k)
     meta = {
         "model": session.ckpt.name,
         "num_experts": mc.num_experts,
@@ -34,5 +37,7 @@ def record(cfg: Config, tokens: int, logits: bool = False) -> tuple[Trace, dict]
         "policy": eng.slots.policy.name,
         "sequence_starts": log.starts,
     }
-    stacked = np.stack(log.logits).reshape(tokens, L, mc.num_experts) if logits else None
-    return Trace(experts, meta, stacked), snap
+    shape = (tokens, L, mc.num_experts)
+    scores = [np.stack(log.logits).reshape(shape), np.stack(log.stale).reshape(shape)] \
+        if logits else [None, None]
+    return Trace(experts, meta, scores[0], stale=scores[1]), snap

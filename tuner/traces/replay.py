@@ -15,8 +15,8 @@ import numpy as np
 
 from tuner.engine.policies import POLICIES
 from tuner.engine.slots import SlotMap
+from tuner.engine.trace_format import Trace
 from tuner.traces.belady import Belady, future_uses
-from tuner.traces.format import Trace
 
 POLICY_NAMES = (*POLICIES, "opt")
 SWEEP_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)  # default sweep sizes, times --slots

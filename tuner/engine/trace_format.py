@@ -4,6 +4,8 @@
   order; -1 marks an empty slot (a routing with fewer than K experts, or a layer with no
   routing for that token: no lookup).
 * `logits` (optional): float [T, L, E]: the router's raw logits for every expert.
+* `stale` (optional): float [T, L, E]: layer l's router applied to layer l-1's input, the
+  stale-gate predictor's scores (seed 001); NaN at layer 0, which has no earlier input.
 * `probs` (optional): float [T, L, K]: gate probabilities of the routed experts, aligned
   with `experts` (NaN where unknown); importers keep them when the source has them.
 * `meta`: a JSON string holding an object: `model`, `num_experts`, `expert_bytes` (0 when
@@ -23,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-ARRAYS = ("experts", "logits", "probs", "meta")
+ARRAYS = ("experts", "logits", "stale", "probs", "meta")
+SCORES = ("logits", "stale")  # optional float arrays [T, L, E]
 
 
 class TraceError(ValueError):
@@ -36,6 +39,7 @@ class Trace:
     meta: dict = field(default_factory=dict)
     logits: np.ndarray | None = None  # [T, L, E] float32
     probs: np.ndarray | None = None  # [T, L, K] float32
+    stale: np.ndarray | None = None  # [T, L, E] float32, NaN at layer 0
 
     @property
     def tokens(self) -> int:
@@ -88,6 +92,7 @@ class Trace:
                              " twice; a routing names each expert at most once")
         T, L, K = ex.shape
         for name, arr, shape in (("logits", self.logits, (T, L, n)),
+                                 ("stale", self.stale, (T, L, n)),
                                  ("probs", self.probs, (T, L, K))):
             if arr is not None and arr.shape != shape:
                 raise TraceError(f"{where}: '{name}' has shape {arr.shape}; with experts "
@@ -97,7 +102,7 @@ class Trace:
 def save(trace: Trace, path: Path) -> None:
     trace.check(str(path))
     arrays = {"experts": trace.experts.astype(np.int32), "meta": np.array(json.dumps(trace.meta))}
-    for name in ("logits", "probs"):
+    for name in (*SCORES, "probs"):
         arr = getattr(trace, name)
         if arr is not None:
             arrays[name] = arr.astype(np.float32)
@@ -117,13 +122,14 @@ def load(path: Path) -> Trace:
     unknown = sorted(set(arrays) - set(ARRAYS))
     if unknown or "experts" not in arrays or "meta" not in arrays:
         raise TraceError(f"{where}: holds {sorted(arrays)}; a trace holds 'experts' and "
-                         "'meta', optionally 'logits' and 'probs'")
+                         "'meta', optionally 'logits', 'stale' and 'probs'")
     try:
         meta = json.loads(str(arrays["meta"]))
     except json.JSONDecodeError as err:
         raise TraceError(f"{where}: 'meta' is not JSON: {err}") from None
     if not isinstance(meta, dict):
         raise TraceError(f"{where}: 'meta' must be a JSON object, got {type(meta).__name__}")
-    trace = Trace(arrays["experts"], meta, arrays.get("logits"), arrays.get("probs"))
+    trace = Trace(arrays["experts"], meta, arrays.get("logits"), arrays.get("probs"),
+                  arrays.get("stale"))
     trace.check(where)
     return trace
