@@ -18,9 +18,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from tuner.engine.checkpoint import Extent
 
@@ -71,9 +69,6 @@ class Read:
     done: threading.Event = field(default_factory=threading.Event)
     bytes_read: int = 0
     error: str | None = None
-    slot: int = -1  # the arena slot (or staging buffer) the bytes are for
-    after: Any = None  # a CUDA event the upload must wait for (compute still using the slot)
-    ready: Any = None  # a CUDA event: the bytes are on the device
 
     def counts(self) -> tuple[int, int, int]:
         """(pieces done, pieces cancelled, pieces still queued or running)."""
@@ -87,10 +82,8 @@ class Read:
 
 
 class ReadPool:
-    def __init__(self, workers: int, urgent: int, direct: bool, piece_bytes: int,
-                 on_complete: Callable[[Read], None] | None = None):
+    def __init__(self, workers: int, urgent: int, direct: bool, piece_bytes: int):
         self.direct = direct
-        self.on_complete = on_complete  # runs on the worker that finished a complete read
         self.piece_bytes = max(_ALIGN, piece_bytes // _ALIGN * _ALIGN)
         self.ssd = Timeline()  # live knobs, set by the engine
         self.jitter_ms = 0.0
@@ -114,8 +107,8 @@ class ReadPool:
 
     # -- submitting -------------------------------------------------------------------
     def submit(self, key: tuple[int, int], extents: list[Extent], dst: memoryview,
-               speculative: bool, slot: int = -1, after: Any = None) -> Read:
-        read = Read(key, dst, speculative, slot=slot, after=after)
+               speculative: bool) -> Read:
+        read = Read(key, dst, speculative)
         for ext in extents:
             for start in range(0, ext.length, self.piece_bytes):
                 n = min(self.piece_bytes, ext.length - start)
@@ -145,7 +138,7 @@ class ReadPool:
                     cancelled = True
             last = cancelled and self._finished(read)
         if last:  # otherwise a worker finishes it, or already has
-            self._finish(read)
+            read.done.set()
 
     def achieved_gbps(self) -> float | None:
         """Bytes read per second of time with reads in flight."""
@@ -176,18 +169,6 @@ class ReadPool:
     @staticmethod
     def _finished(read: Read) -> bool:
         return all(p.state in (DONE, CANCELLED) for p in read.pieces)
-
-    def _finish(self, read: Read) -> None:
-        """Ends a read once, by whoever ended its last piece: the completion hook for a
-        complete read (the CUDA upload), then `done`. Setting `done` before the hook ran
-        would let the read's buffer be reused while the hook still copies from it."""
-        try:
-            if self.on_complete and read.complete and not read.error:
-                self.on_complete(read)
-        except Exception as err:  # the waiter raises it; the worker lives on
-            read.error = f"after the read: {type(err).__name__}: {err}"
-        finally:
-            read.done.set()
 
     def _fd(self, path: str) -> int:
         with self._cond:
@@ -226,7 +207,7 @@ class ReadPool:
                     self.busy_s += time.perf_counter() - self._busy_since
                 last = self._finished(read)
             if last:
-                self._finish(read)
+                read.done.set()
 
     def _read(self, piece: Piece, bounce: mmap.mmap | None) -> None:
         fd = self._fd(piece.path)

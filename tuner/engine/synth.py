@@ -11,8 +11,18 @@ The weights are random but structured so that routing behaves like a real MoE's:
   residual stream, which grows with depth, so layer l's input predicts layer l+1's routing
   better the deeper l is.
 
-The files are a Hugging Face Qwen3-MoE checkpoint: config.json, one safetensors shard per
-layer and model.safetensors.index.json.
+The files are a Hugging Face checkpoint (Qwen3-MoE for the demo model; the real-shape
+recipes use their model's own architecture where the engine has it): config.json, one
+safetensors shard per layer and model.safetensors.index.json, in the recipe's dtype
+(bfloat16 by default; float32 for the bit-identity tests). A 16-bit model's name carries its
+dtype, so it is never mistaken for a cached float32 one.
+
+`SHAPES` are the published dimensions of four MoE models, with the demo's routing
+structure: experts, router, attention and vocabulary sizes as released, the layer count cut
+with `layers` where a disk cannot hold them all. DeepSeek-V2-Lite is written as a Qwen2-MoE
+checkpoint: its 64 routed experts (width 1408, top-6) and its two shared experts (one
+shared expert of width 2816 behind a constant gate of 0.5) as released, but plain
+multi-head attention instead of MLA, and its 26 MoE layers without the dense first one.
 """
 
 from __future__ import annotations
@@ -20,18 +30,26 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
 
+from tuner.engine.checkpoint import DTYPE_NAMES
 from tuner.engine.model import ModelConfig
+
+ARCH_NAMES = {"qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM",
+              "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM"}
 
 
 @dataclass(frozen=True)
 class Recipe:
-    name: str = "strata-demo-16x64"
+    name: str = "strata-demo-16x64"  # the model's name adds the dtype (see `id`)
+    dtype: str = "bf16"  # bf16, fp16 or fp32
+    arch: str = "qwen3_moe"
     vocab_size: int = 4096
     hidden_size: int = 256
     num_layers: int = 16
@@ -41,6 +59,9 @@ class Recipe:
     num_experts: int = 64
     top_k: int = 6
     expert_width: int = 384
+    shared_width: int = 0  # qwen2_moe: the shared expert's width
+    rope_theta: float = 1_000_000.0
+    rms_eps: float = 1e-6
     topics: int = 64
     seed: int = 1234
     # structure of the residual stream
@@ -54,31 +75,54 @@ class Recipe:
     early_boost: float = 2.0  # extra output scale of the first layers, fading with depth
     lm_gain: float = 0.25  # LM head scale (sampling sharpness)
 
+    @property
+    def id(self) -> str:
+        """The model's name: the recipe's name and its dtype (float32 models keep the bare
+        name they had before there were other dtypes)."""
+        return self.name if self.dtype == "fp32" else f"{self.name}-{self.dtype}"
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        if self.dtype not in DTYPE_NAMES:
+            raise ValueError(f"dtype {self.dtype!r}: allowed {', '.join(DTYPE_NAMES)}")
+        return DTYPE_NAMES[self.dtype]
+
     def hf_config(self) -> dict:
+        dtype = str(self.torch_dtype).removeprefix("torch.")
+        width = {"qwen3_moe": {"moe_intermediate_size": self.expert_width,
+                               "intermediate_size": self.expert_width * 4,
+                               "norm_topk_prob": True},
+                 "qwen2_moe": {"moe_intermediate_size": self.expert_width,
+                               "shared_expert_intermediate_size": self.shared_width,
+                               "intermediate_size": self.shared_width,
+                               "norm_topk_prob": False},
+                 "olmoe": {"intermediate_size": self.expert_width, "norm_topk_prob": False,
+                           "clip_qkv": None},
+                 "mixtral": {"intermediate_size": self.expert_width}}[self.arch]
+        experts = "num_local_experts" if self.arch == "mixtral" else "num_experts"
         return {
-            "architectures": ["Qwen3MoeForCausalLM"],
-            "model_type": "qwen3_moe",
+            "architectures": [ARCH_NAMES[self.arch]],
+            "model_type": self.arch,
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "num_hidden_layers": self.num_layers,
             "num_attention_heads": self.num_heads,
             "num_key_value_heads": self.num_kv_heads,
             "head_dim": self.head_dim,
-            "num_experts": self.num_experts,
+            experts: self.num_experts,
             "num_experts_per_tok": self.top_k,
-            "moe_intermediate_size": self.expert_width,
-            "intermediate_size": self.expert_width * 4,
+            **width,
             "decoder_sparse_step": 1,
             "mlp_only_layers": [],
-            "norm_topk_prob": True,
-            "rms_norm_eps": 1e-6,
-            "rope_theta": 1_000_000.0,
+            "rms_norm_eps": self.rms_eps,
+            "rope_theta": self.rope_theta,
             "max_position_embeddings": 4096,
             "tie_word_embeddings": False,
             "hidden_act": "silu",
             "attention_bias": False,
-            "torch_dtype": "float32",
-            "tuner_recipe": asdict(self),
+            "torch_dtype": dtype,
+            "dtype": dtype,
+            "tuner_recipe": {**asdict(self), "name": self.id},
         }
 
 
@@ -87,9 +131,40 @@ DEFAULT = Recipe()
 DEEP = Recipe(name="strata-deep-64x32", vocab_size=1024, hidden_size=128, num_layers=64,
               num_heads=2, num_kv_heads=1, head_dim=64, num_experts=32, top_k=4,
               expert_width=128, topics=16)
-TINY = Recipe(name="strata-tiny-4x16", vocab_size=256, hidden_size=64, num_layers=4,
-              num_heads=2, num_kv_heads=1, head_dim=32, num_experts=16, top_k=4,
-              expert_width=32, topics=8)
+TINY = Recipe(name="strata-tiny-4x16", dtype="fp32", vocab_size=256, hidden_size=64,
+              num_layers=4, num_heads=2, num_kv_heads=1, head_dim=32, num_experts=16,
+              top_k=4, expert_width=32, topics=8)
+
+# Published dimensions (config.json of each release); `shape(name, layers, dtype)` cuts layers.
+SHAPES = {
+    "olmoe": Recipe(name="olmoe-shape", arch="olmoe", vocab_size=50304, hidden_size=2048,
+                    num_layers=16, num_heads=16, num_kv_heads=16, head_dim=128,
+                    num_experts=64, top_k=8, expert_width=1024, rope_theta=10_000.0,
+                    rms_eps=1e-5),
+    "qwen3-30b-a3b": Recipe(name="qwen3-30b-a3b-shape", vocab_size=151936, hidden_size=2048,
+                            num_layers=48, num_heads=32, num_kv_heads=4, head_dim=128,
+                            num_experts=128, top_k=8, expert_width=768),
+    "mixtral": Recipe(name="mixtral-8x7b-shape", arch="mixtral", vocab_size=32000,
+                      hidden_size=4096, num_layers=32, num_heads=32, num_kv_heads=8,
+                      head_dim=128, num_experts=8, top_k=2, expert_width=14336,
+                      rms_eps=1e-5),
+    "deepseek-v2-lite": Recipe(name="deepseek-v2-lite-shape", arch="qwen2_moe",
+                               vocab_size=102400, hidden_size=2048, num_layers=26,
+                               num_heads=16, num_kv_heads=16, head_dim=128, num_experts=64,
+                               top_k=6, expert_width=1408, shared_width=2816,
+                               rope_theta=10_000.0),
+}
+
+
+def shape(name: str, layers: int | None = None, dtype: str = "bf16") -> Recipe:
+    """A real-shape recipe, its layers cut to `layers` (the name says how many)."""
+    if name not in SHAPES:
+        raise ValueError(f"shape {name!r}: allowed {', '.join(SHAPES)}")
+    r = SHAPES[name]
+    layers = r.num_layers if layers is None else layers
+    if not 1 <= layers <= r.num_layers:
+        raise ValueError(f"layers = {layers}: {name} has 1 to {r.num_layers}")
+    return replace(r, name=f"{r.name}-{layers}x{r.num_experts}", num_layers=layers, dtype=dtype)
 
 
 def _randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
@@ -114,7 +189,10 @@ def global_weights(r: Recipe) -> dict[str, torch.Tensor]:
 
 
 def layer_weights(r: Recipe, layer: int, mu_hat: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Layer `layer`'s tensors, experts already in the recipe's dtype (a real-shape layer
+    in float32 would need several times the memory)."""
     g = torch.Generator().manual_seed(r.seed * 1000 + layer + 1)
+    dtype = r.torch_dtype
     D, E, I = r.hidden_size, r.num_experts, r.expert_width
     H, G, Dh = r.num_heads, r.num_kv_heads, r.head_dim
     p = f"model.layers.{layer}."
@@ -129,17 +207,37 @@ def layer_weights(r: Recipe, layer: int, mu_hat: torch.Tensor) -> dict[str, torc
         p + "self_attn.v_proj.weight": _randn(g, G * Dh, D, scale=1 / math.sqrt(D)),
         p + "self_attn.o_proj.weight": _randn(g, D, H * Dh,
                                               scale=boost * r.attn_out / math.sqrt(H * Dh)),
-        p + "self_attn.q_norm.weight": torch.ones(Dh),
-        p + "self_attn.k_norm.weight": torch.ones(Dh),
-        p + "mlp.gate.weight": router * r.router_gain,
     }
-    expert_key = ModelConfig.from_hf(r.hf_config()).expert_key
+    w.update(_qk_norms(r, p + "self_attn."))
+    mc = ModelConfig.from_hf(r.hf_config())
+    w[mc.router_key(layer)] = router * r.router_gain
     for e in range(E):
-        w[expert_key(layer, e, "gate")] = _randn(g, I, D, scale=1 / math.sqrt(D))
-        w[expert_key(layer, e, "up")] = _randn(g, I, D, scale=1 / math.sqrt(D))
-        w[expert_key(layer, e, "down")] = _randn(g, D, I,
-                                                 scale=boost * r.expert_out / math.sqrt(I))
+        w[mc.expert_key(layer, e, "gate")] = _randn(g, I, D, scale=1 / math.sqrt(D)).to(dtype)
+        w[mc.expert_key(layer, e, "up")] = _randn(g, I, D, scale=1 / math.sqrt(D)).to(dtype)
+        w[mc.expert_key(layer, e, "down")] = _randn(
+            g, D, I, scale=boost * r.expert_out / math.sqrt(I)).to(dtype)
+    if r.shared_width:  # Qwen2-MoE: q/k/v biases (zero) and a shared expert, gate 0.5
+        S = r.shared_width
+        w.update({p + f"self_attn.{n}_proj.bias": torch.zeros(m * Dh)
+                  for n, m in (("q", H), ("k", G), ("v", G))})
+        w[p + "mlp.shared_expert.gate_proj.weight"] = _randn(g, S, D, scale=1 / math.sqrt(D))
+        w[p + "mlp.shared_expert.up_proj.weight"] = _randn(g, S, D, scale=1 / math.sqrt(D))
+        w[p + "mlp.shared_expert.down_proj.weight"] = _randn(
+            g, D, S, scale=boost * r.expert_out / math.sqrt(S))
+        w[p + "mlp.shared_expert_gate.weight"] = torch.zeros(1, D)
     return w
+
+
+def _qk_norms(r: Recipe, prefix: str) -> dict[str, torch.Tensor]:
+    """Qwen3-MoE normalises q and k per head, OLMoE over the whole projection; the others
+    not at all."""
+    if r.arch == "qwen3_moe":
+        return {prefix + "q_norm.weight": torch.ones(r.head_dim),
+                prefix + "k_norm.weight": torch.ones(r.head_dim)}
+    if r.arch == "olmoe":
+        return {prefix + "q_norm.weight": torch.ones(r.num_heads * r.head_dim),
+                prefix + "k_norm.weight": torch.ones(r.num_kv_heads * r.head_dim)}
+    return {}
 
 
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "shi", "po", "ve", "da", "zu", "ri", "an",
@@ -168,22 +266,33 @@ def write_tokenizer(r: Recipe, folder: Path) -> None:
     tok.save(str(Path(folder) / "tokenizer.json"))
 
 
-def write(r: Recipe, folder: Path) -> Path:
-    """Writes the checkpoint into `folder` (atomically: a temp folder renamed at the end)."""
+def write(r: Recipe, folder: Path, progress: Callable[[int, int], None] | None = None,
+          workers: int | None = None) -> Path:
+    """Writes the checkpoint into `folder` (atomically: a temp folder renamed at the end).
+    Layers are made by `workers` threads (default: one per core, at most 8), each layer from
+    its own seed, so the bytes do not depend on the count; `progress(shards done, shards)`
+    is called as each shard is written."""
     folder = Path(folder)
     tmp = folder.with_name(folder.name + ".partial")
     tmp.mkdir(parents=True, exist_ok=True)
     glob = global_weights(r)
     mu_hat = glob.pop("_mu")
-    shards = [glob] + [None] * r.num_layers
-    n = len(shards)
+    n = 1 + r.num_layers
+    names = [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
+
+    def shard(i: int) -> list[str]:
+        tensors = glob if i == 0 else layer_weights(r, i - 1, mu_hat)
+        save_file({k: v.to(r.torch_dtype).contiguous() for k, v in tensors.items()},
+                  str(tmp / names[i]), metadata={"format": "pt"})
+        return list(tensors)
+
     weight_map: dict[str, str] = {}
-    for i in range(n):
-        tensors = shards[i] if i == 0 else layer_weights(r, i - 1, mu_hat)
-        fname = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
-        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp / fname),
-                  metadata={"format": "pt"})
-        weight_map.update({k: fname for k in tensors})
+    workers = workers or min(8, os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers, thread_name_prefix="tuner-synth") as pool:
+        for done, (i, keys) in enumerate(zip(range(n), pool.map(shard, range(n))), 1):
+            weight_map.update({k: names[i] for k in keys})
+            if progress:
+                progress(done, n)
     total = sum((tmp / f).stat().st_size for f in set(weight_map.values()))
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
     (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
@@ -202,7 +311,7 @@ def cache_dir() -> Path:
 
 
 def default_model_path(recipe: Recipe = DEFAULT) -> Path:
-    return cache_dir() / recipe.name
+    return cache_dir() / recipe.id
 
 
 def ensure(recipe: Recipe = DEFAULT, folder: Path | None = None) -> Path:
