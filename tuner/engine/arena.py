@@ -102,6 +102,7 @@ class Arena:
         # padding bytes stay zero, so a row compares equal to the checkpoint's bytes
         self.mem = torch.zeros(slots + K, ckpt.row_bytes, dtype=torch.uint8, device=device)
         self.batch = torch.empty(K, ckpt.row_bytes, dtype=torch.uint8, device=device)
+        self._batch_rows = torch.zeros(K, dtype=torch.int64, pin_memory=self.cuda)
         self.extents = {(l, e): ckpt.extents(l, e) for l in range(L) for e in range(E)}
         self.pool = ReadPool(cfg.io_workers, cfg.io_urgent, cfg.io_direct,
                              cfg.io_piece_kib * 1024)
@@ -199,10 +200,14 @@ class Arena:
     # -- bytes out -----------------------------------------------------------------------
     def gather(self, rows: list[int]) -> Weights:
         """The experts in `rows`, in that order, as one batch on the compute device."""
-        idx = torch.tensor(rows, dtype=torch.int64)
-        if self.cuda:
-            idx = idx.to(self.device, non_blocking=True)
-        batch = self.batch[:len(rows)]
+        idx = self._batch_rows[:len(rows)]
+        # the last copy out of this pinned buffer ran before the router sync that led here
+        idx.numpy()[:] = rows
+        return self.gather_index(idx.to(self.device, non_blocking=True))
+
+    def gather_index(self, idx: torch.Tensor) -> Weights:
+        """`gather` with the rows already an index tensor on the compute device."""
+        batch = self.batch[:len(idx)]
         torch.index_select(self.mem, 0, idx, out=batch)
         if self.cuda:  # uploads into these rows from now on wait for this read of them
             self.used = torch.cuda.Event()

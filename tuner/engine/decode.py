@@ -178,7 +178,8 @@ class Engine:
         routed = self._route(l, logits, x)
         sel = routed.sel
         self.routed[l, sel] += 1
-        self.tier.observe(l, sel, cfg.adapt_decay)
+        if cfg.cpu_pool:  # the adaptive tier's counts, read only by the three sites
+            self.tier.observe(l, sel, cfg.adapt_decay)
         if self.route_log is not None:
             self.route_log.add(sel, logits)
         self._probe(l, sel, routed.ctrl, stale)
@@ -201,19 +202,20 @@ class Engine:
 
     def _route(self, layer: int, logits: torch.Tensor, x: torch.Tensor) -> Routed:
         """Routes the layer and brings what the host needs in one device-to-host copy: the
-        selected ids, the probe's control ranking and layer l+1's router on this input."""
-        cfg, K = self.cfg, self.mc.top_k
+        selected ids, and from one product of their own, this layer's router (the probe's
+        control) and layer l+1's router (the stale-gate prediction) on this input."""
+        cfg, mc = self.cfg, self.mc
+        K, E = mc.top_k, mc.num_experts
         mask = self.arena.mask(layer) if self.use_residency else None
         selected = router.select(logits, mask, K, cfg.moce_protect, cfg.moce_bonus,
                                  cfg.moce_bonus_r1)
-        ctrl = torch.topk(self.dec.routers[layer] @ x.float(), K).indices  # the probe's own
-        has_next = layer + 1 < self.mc.num_layers
-        parts = [selected.float(), ctrl.float()]
-        if has_next:
-            parts.append(self.dec.router_logits(layer + 1, x))
-        host = torch.cat(parts).cpu()  # the layer's one host sync
-        ids = host[:2 * K].to(torch.int64).tolist()
-        return Routed(ids[:K], selected, ids[K:], host[2 * K:] if has_next else None)
+        has_next = layer + 1 < mc.num_layers
+        routers = self.dec.routers[layer:layer + 1 + has_next]  # [1 or 2, E, D]
+        probes = routers.view(-1, mc.hidden_size) @ x.float()  # [E] ctrl, [E] stale
+        host = torch.cat([selected.float(), probes]).cpu()  # the layer's one host sync
+        ctrl = torch.topk(host[K:K + E], K).indices.tolist()
+        stale_next = host[K + E:] if has_next else None
+        return Routed(host[:K].to(torch.int64).tolist(), selected, ctrl, stale_next)
 
     def _probe(self, layer: int, sel: list[int], ctrl: list[int],
                stale: torch.Tensor | None) -> None:

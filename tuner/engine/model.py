@@ -138,10 +138,8 @@ def _linear(w: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None) -> torc
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    """In float32 whatever x's dtype, as Hugging Face's RMSNorm does."""
-    xf = x.float()
-    var = xf.pow(2).mean(-1, keepdim=True)
-    return w * (xf * torch.rsqrt(var + eps)).to(x.dtype)
+    """Over the last dimension, in float32 whatever x's dtype (as Hugging Face's RMSNorm)."""
+    return w * F.rms_norm(x.float(), x.shape[-1:], eps=eps).to(x.dtype)
 
 
 @dataclass(frozen=True)
@@ -191,23 +189,26 @@ class Decoder:
         self.embed = w["model.embed_tokens.weight"]  # [V, D]
         self.final_norm = w["model.norm.weight"]
         self.lm_head = w.get("lm_head.weight", self.embed)  # [V, D]
-        L = cfg.num_layers
+        L, H, G, Dh = cfg.num_layers, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         self.layers = []
         for layer in range(L):
             p = f"model.layers.{layer}."
             a = p + "self_attn."
+            parts = [w[a + f"{n}_proj.weight"] for n in "qkv"]  # [H*Dh | G*Dh | G*Dh, D]
+            biases = [w.get(a + f"{n}_proj.bias") for n in "qkv"]
+            q_norm, k_norm = w.get(a + "q_norm.weight"), w.get(a + "k_norm.weight")
             self.layers.append({
                 "in_norm": w[p + "input_layernorm.weight"],
                 "post_norm": w[p + "post_attention_layernorm.weight"],
-                "q": w[a + "q_proj.weight"],  # [H*Dh, D]
-                "k": w[a + "k_proj.weight"],  # [G*Dh, D]
-                "v": w[a + "v_proj.weight"],
+                "qkv": torch.cat(parts),  # one product for q, k and v: [(H+2G)*Dh, D]
+                "qkv_bias": None if all(b is None for b in biases) else torch.cat(
+                    [b if b is not None else t.new_zeros(len(t)) for b, t in zip(biases, parts)]),
                 "o": w[a + "o_proj.weight"],  # [D, H*Dh]
-                "q_bias": w.get(a + "q_proj.bias"),
-                "k_bias": w.get(a + "k_proj.bias"),
-                "v_bias": w.get(a + "v_proj.bias"),
-                "q_norm": w.get(a + "q_norm.weight"),  # [Dh] per head, or [H*Dh] (full)
-                "k_norm": w.get(a + "k_norm.weight"),
+                "q_norm": q_norm,  # [Dh] per head, or [H*Dh] (full)
+                "k_norm": k_norm,
+                # per head: q's and k's weights side by side, one norm for both: [H+G, Dh]
+                "qk_norm": torch.cat([q_norm.expand(H, Dh), k_norm.expand(G, Dh)])
+                if cfg.spec.qk_norm == "head" else None,
                 "shared": _shared_expert(w, p + "mlp.shared_expert."),
                 "shared_gate": w.get(p + "mlp.shared_expert_gate.weight"),  # [1, D]
             })
@@ -220,16 +221,15 @@ class Decoder:
         self.v_cache = torch.zeros(L, G, context, Dh, device=device, dtype=self.dtype)
         inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, Dh, 2, dtype=torch.float64) / Dh))
         ang = torch.arange(context, dtype=torch.float64)[:, None] * inv[None, :]  # [C, Dh/2]
+        ang = torch.cat([ang, ang], dim=-1)  # [C, Dh], both halves
         self.cos = ang.cos().to(device, self.dtype)
         self.sin = ang.sin().to(device, self.dtype)
 
     def _rope(self, x: torch.Tensor, pos: int) -> torch.Tensor:
         """x [heads, Dh], rotate-half convention as in Hugging Face."""
         half = x.shape[-1] // 2
-        cos = torch.cat([self.cos[pos], self.cos[pos]])
-        sin = torch.cat([self.sin[pos], self.sin[pos]])
         rot = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * cos + rot * sin
+        return x * self.cos[pos] + rot * self.sin[pos]
 
     def embed_token(self, token: int) -> torch.Tensor:
         return self.embed[token].clone()  # [D]
@@ -239,15 +239,19 @@ class Decoder:
         cfg, p = self.cfg, self.layers[layer]
         H, G, Dh = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         x = rms_norm(h, p["in_norm"], cfg.rms_eps)
-        q, k, v = (_linear(p[n], x, p[n + "_bias"]) for n in ("q", "k", "v"))
+        qkv = _linear(p["qkv"], x, p["qkv_bias"])  # [(H+2G)*Dh]
         if cfg.spec.qk_norm == "full":
-            q, k = rms_norm(q, p["q_norm"], cfg.rms_eps), rms_norm(k, p["k_norm"], cfg.rms_eps)
+            q, k = qkv[: H * Dh], qkv[H * Dh: (H + G) * Dh]
+            qkv = torch.cat([rms_norm(q, p["q_norm"], cfg.rms_eps),
+                             rms_norm(k, p["k_norm"], cfg.rms_eps), qkv[(H + G) * Dh:]])
         if cfg.clip_qkv is not None:
-            q, k, v = (t.clamp(-cfg.clip_qkv, cfg.clip_qkv) for t in (q, k, v))
-        q, k, v = q.view(H, Dh), k.view(G, Dh), v.view(G, Dh)
-        if cfg.spec.qk_norm == "head":
-            q, k = rms_norm(q, p["q_norm"], cfg.rms_eps), rms_norm(k, p["k_norm"], cfg.rms_eps)
-        q, k = self._rope(q, pos), self._rope(k, pos)
+            qkv = qkv.clamp(-cfg.clip_qkv, cfg.clip_qkv)
+        heads = qkv.view(H + 2 * G, Dh)
+        qk, v = heads[: H + G], heads[H + G:]  # q's and k's heads get the same rotation
+        if p["qk_norm"] is not None:
+            qk = rms_norm(qk, p["qk_norm"], cfg.rms_eps)
+        qk = self._rope(qk, pos)
+        q, k = qk[:H], qk[H:]
         self.k_cache[layer, :, pos] = k
         self.v_cache[layer, :, pos] = v
         keys = self.k_cache[layer, :, : pos + 1]  # [G, T, Dh]

@@ -120,6 +120,8 @@ class Recipe:
             "tie_word_embeddings": False,
             "hidden_act": "silu",
             "attention_bias": False,
+            "bos_token_id": None,  # no token ends generation: every id is a word
+            "eos_token_id": None,
             "torch_dtype": dtype,
             "dtype": dtype,
             "tuner_recipe": {**asdict(self), "name": self.id},

@@ -274,28 +274,33 @@ def _expert_compute_ms(engine: Engine, tokens: int) -> float:
     mc, arena = engine.mc, engine.arena
     g = torch.Generator().manual_seed(0)
     x = torch.randn(mc.hidden_size, generator=g).to(engine.device, engine.dtype)
-    rows = [torch.randperm(arena.n, generator=g)[:mc.top_k].tolist()
+    k = min(mc.top_k, arena.n)
+    rows = [torch.randperm(arena.n, generator=g)[:k].to(engine.device)
             for _ in range(mc.num_layers)]
-    rows = [r for r in rows if len(r) == mc.top_k] or [list(range(mc.top_k))]
-    with torch.inference_mode():
-        def token(_tok, _pos):
-            for r in rows:
-                out = experts_out(x, arena.gather(r))
-            return out
-        _time_steps(token, [0] * 2)
-        return _time_steps(token, [0] * tokens) * mc.num_layers / len(rows)
+
+    @torch.inference_mode()
+    def token(_tok, _pos):
+        for idx in rows:
+            out = experts_out(x, arena.gather_index(idx))
+        return out
+
+    _time_steps(token, [0] * 2)
+    return _time_steps(token, [0] * tokens) * mc.top_k / k
 
 
-def quantized(cfg: Config, tokens: int, bits: int = 4, group: int = 64) -> dict:
+def quantized(cfg: Config, tokens: int, bits: int = 4) -> dict:
     """(f) What quantized experts save: the current model against its int`bits` copy (made
-    once into the model cache) at the same arena share, bytes and ms per token from a run of
-    each with the same settings, and the copy's quality cost against the source."""
+    once into the model cache; groups of 64, or 32 where a matrix's input dimension needs
+    it) at the same arena share, bytes and ms per token from a run of each with the same
+    settings, and the copy's quality cost against the source."""
     from tuner.engine import quant, synth
     from tuner.measure.quality import compare
 
     ckpt = Checkpoint(model_folder(cfg))
     if ckpt.quant is not None:
         return {"skipped": f"{ckpt.name} is already quantized; give a float model"}
+    mc = ckpt.config
+    group = 64 if mc.hidden_size % 64 == mc.expert_width % 64 == 0 else 32
     q = quant.Quant(bits, group)
     out = synth.cache_dir() / f"{ckpt.name}-int{bits}g{group}"
     if not (out / "config.json").is_file():
