@@ -44,13 +44,13 @@ def test_shapes_have_the_published_dimensions(name, dims):
     assert cut.num_layers == 2 and cut.id == f"{synth.SHAPES[name].name}-2x{r.num_experts}-fp16"
 
 
-def test_bad_shapes_layers_and_dtypes_are_named():
+def test_bad_shapes_layers_and_dtypes_are_named(tmp_path):
     with pytest.raises(ValueError, match="shape 'llama': allowed olmoe, qwen3-30b-a3b"):
         synth.shape("llama")
     with pytest.raises(ValueError, match="layers = 17: olmoe has 1 to 16"):
         synth.shape("olmoe", 17)
     with pytest.raises(ValueError, match="dtype 'fp8': allowed fp32, fp16, bf16"):
-        replace(synth.TINY, dtype="fp8").torch_dtype
+        synth.write(replace(synth.TINY, dtype="fp8"), tmp_path / "m")
 
 
 def test_make_refuses_layers_without_a_shape(tmp_path):

@@ -89,6 +89,9 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True, help="folder for gpu-suite.json")
     p.add_argument("--model", type=Path, help="model of the bench sections (default: the "
                                              "bfloat16 demo model)")
+    p.add_argument("--shape", choices=tuple(synth.SHAPES),
+                   help="instead of --model: a real-shape model, made into the model cache")
+    p.add_argument("--layers", type=int, help="with --shape: its first N layers")
     p.add_argument("--tokens", type=int, default=128)
     p.add_argument("--peer-tokens", type=int, default=8,
                    help="tokens of transformers with accelerate offload (slow)")
@@ -98,14 +101,19 @@ def main() -> int:
     if not torch.cuda.is_available():
         raise SystemExit("gpu_suite: torch sees no CUDA device")
     sections = args.only.split(",")
-    model = str(args.model or synth.ensure())
+    t0 = time.perf_counter()
+    if args.shape:
+        model = str(synth.ensure(synth.shape(args.shape, args.layers)))
+    else:
+        model = str(args.model or synth.ensure())
+    made_s = round(time.perf_counter() - t0, 1)
     cfg = Config(model=model)  # sampled text, as a session decodes it
     greedy_cfg = Config(temperature=0.0)
     out: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  "machine": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                              "cuda": torch.version.cuda, "python": platform.python_version(),
                              "cpus": __import__("os").cpu_count()},
-                 "engine": bench.describe(cfg)}
+                 "engine": bench.describe(cfg), "model_ready_seconds": made_s}
     steps = {"greedy": lambda: {d: compare_devices(greedy_cfg, 64, _demo(d))
                                 for d in DEMO_DTYPES},
              "resident": lambda: {d: streaming_vs_resident(greedy_cfg, 64, _demo(d))
