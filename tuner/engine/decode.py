@@ -76,7 +76,12 @@ class Routed:
     sel: list[int]  # expert ids in rank order
     selected: torch.Tensor  # the same on the compute device
     ctrl: list[int]  # the probe's control: this layer's router on its own input, top-k
-    stale_next: torch.Tensor | None  # layer l+1's router on this input [E], on the host
+    stale_next: np.ndarray | None  # layer l+1's router on this input [E], on the host
+
+
+def _top(logits: np.ndarray, k: int) -> list[int]:
+    """The k largest entries' ids, in no particular order (the probe scores sets)."""
+    return np.argpartition(-logits, k - 1)[:k].tolist()
 
 
 class Engine:
@@ -159,7 +164,7 @@ class Engine:
             self.sites.tier_round(cfg, self.adapt_fetch)
         self.steps += 1
         h = dec.embed_token(token)
-        stale: torch.Tensor | None = None  # layer l's router on layer l-1's input, host
+        stale: np.ndarray | None = None  # layer l's router on layer l-1's input, host
         for l in range(L):
             h = dec.attention(l, h, pos)
             x = dec.moe_input(l, h)
@@ -169,8 +174,8 @@ class Engine:
         self.clock.flush()
         return logits
 
-    def _moe(self, l: int, x: torch.Tensor, h: torch.Tensor, stale: torch.Tensor | None
-             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _moe(self, l: int, x: torch.Tensor, h: torch.Tensor, stale: np.ndarray | None
+             ) -> tuple[torch.Tensor, np.ndarray | None]:
         """One layer's MoE block: (new residual, layer l+1's router on this input)."""
         cfg = self.cfg
         logits = self.dec.router_logits(l, x)
@@ -188,7 +193,8 @@ class Engine:
         else:
             rows, timely, waited = self._claim(l, sel)
             if routed.stale_next is not None and cfg.prefetch != "off":
-                guess = predict(cfg, self.mc.top_k, self.prev_sel[l + 1], routed.stale_next,
+                guess = predict(cfg, self.mc.top_k, self.prev_sel[l + 1],
+                                torch.from_numpy(routed.stale_next),
                                 lambda: self.arena.mask_host[l + 1])
                 self.spec.issue(cfg, l + 1, guess)
             self._land(l, timely, waited)
@@ -212,19 +218,19 @@ class Engine:
         has_next = layer + 1 < mc.num_layers
         routers = self.dec.routers[layer:layer + 1 + has_next]  # [1 or 2, E, D]
         probes = routers.view(-1, mc.hidden_size) @ x.float()  # [E] ctrl, [E] stale
-        host = torch.cat([selected.float(), probes]).cpu()  # the layer's one host sync
-        ctrl = torch.topk(host[K:K + E], K).indices.tolist()
+        host = torch.cat([selected.float(), probes]).cpu().numpy()  # the layer's one sync
+        ctrl = _top(host[K:K + E], K)
         stale_next = host[K + E:] if has_next else None
-        return Routed(host[:K].to(torch.int64).tolist(), selected, ctrl, stale_next)
+        return Routed(host[:K].astype(np.int64).tolist(), selected, ctrl, stale_next)
 
     def _probe(self, layer: int, sel: list[int], ctrl: list[int],
-               stale: torch.Tensor | None) -> None:
+               stale: np.ndarray | None) -> None:
         """Scores prev, stale and ctrl on this routing; layer 0 and a sequence's first token
         are unscored, never wrong."""
         K, add, actual = self.mc.top_k, self.counters.add, set(sel)
         guesses = {
             "prev": self.prev_sel[layer],
-            "stale": None if stale is None else torch.topk(stale, K).indices.tolist(),
+            "stale": None if stale is None else _top(stale, K),
             "ctrl": ctrl,
         }
         for name, guess in guesses.items():

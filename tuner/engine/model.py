@@ -139,6 +139,8 @@ def _linear(w: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None) -> torc
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """Over the last dimension, in float32 whatever x's dtype (as Hugging Face's RMSNorm)."""
+    if x.dtype == torch.float32:
+        return w * F.rms_norm(x, x.shape[-1:], eps=eps)
     return w * F.rms_norm(x.float(), x.shape[-1:], eps=eps).to(x.dtype)
 
 
@@ -157,7 +159,9 @@ class Weights:
     def matrices(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """(gate_up, down) as `dtype` matrices."""
         q = self.quant
-        if q is None:
+        if q is None:  # widened only where they are stored narrower (the CPU)
+            if self.gate_up.dtype == dtype:
+                return self.gate_up, self.down
             return self.gate_up.to(dtype), self.down.to(dtype)
         return (dequantize(self.gate_up, self.gate_up_scales, q, dtype),
                 dequantize(self.down, self.down_scales, q, dtype))

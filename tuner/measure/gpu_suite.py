@@ -29,7 +29,7 @@ from tuner.engine import synth
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.decode import Engine
 from tuner.engine.reference import Resident
-from tuner.knobs import Config
+from tuner.knobs import BY_NAME, Config
 from tuner.measure import bench
 
 PROMPT = [101, 7, 2048, 33, 999, 12, 640, 5]
@@ -84,6 +84,19 @@ def streaming_vs_resident(cfg: Config, steps: int, ckpt: Checkpoint) -> dict:
             "max_logit_difference": (streamed - full).abs().max().item()}
 
 
+def knob_values(text: str) -> dict:
+    """`a=1,b=x` as knob values of the knob table's types (no settings library here)."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        name, _, value = item.partition("=")
+        knob = BY_NAME.get(name.strip())
+        if knob is None:
+            raise SystemExit(f"gpu_suite: --set {name!r} is not a knob")
+        kind = knob.type
+        out[knob.name] = value.strip() in ("1", "true") if kind is bool else kind(value)
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True, help="folder for gpu-suite.json")
@@ -92,6 +105,8 @@ def main() -> int:
     p.add_argument("--shape", choices=tuple(synth.SHAPES),
                    help="instead of --model: a real-shape model, made into the model cache")
     p.add_argument("--layers", type=int, help="with --shape: its first N layers")
+    p.add_argument("--set", default="", metavar="KNOB=VALUE,...",
+                   help="knob values of the bench sections (e.g. io_piece_kib=2048)")
     p.add_argument("--tokens", type=int, default=128)
     p.add_argument("--peer-tokens", type=int, default=8,
                    help="tokens of transformers with accelerate offload (slow)")
@@ -107,13 +122,14 @@ def main() -> int:
     else:
         model = str(args.model or synth.ensure())
     made_s = round(time.perf_counter() - t0, 1)
-    cfg = Config(model=model)  # sampled text, as a session decodes it
+    cfg = Config(model=model, **knob_values(args.set))  # sampled text, as a session decodes
     greedy_cfg = Config(temperature=0.0)
     out: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  "machine": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                              "cuda": torch.version.cuda, "python": platform.python_version(),
                              "cpus": __import__("os").cpu_count()},
-                 "engine": bench.describe(cfg), "model_ready_seconds": made_s}
+                 "engine": bench.describe(cfg), "model_ready_seconds": made_s,
+                 "settings": knob_values(args.set)}
     steps = {"greedy": lambda: {d: compare_devices(greedy_cfg, 64, _demo(d))
                                 for d in DEMO_DTYPES},
              "resident": lambda: {d: streaming_vs_resident(greedy_cfg, 64, _demo(d))
