@@ -2,7 +2,8 @@
 # Calls on the lent H200, from the repository root; writes into $OUT. Steps, in the order
 # given: tests (the engine tests on CUDA), demo (the GPU suite on the bf16 demo model),
 # olmoe (the suite on the OLMoE shape, bf16, all 16 layers, default settings), olmoe-io
-# (the same with io_piece_kib=2048 and io_workers=16), profile (cProfile of a token).
+# (the same with io_piece_kib=2048 and io_workers=16), olmoe-pf (as olmoe-io, with stale
+# prefetch), profile (cProfile of a token).
 # The machine has torch, transformers and accelerate but not the settings library: its
 # wheels travel in .whl (pydantic, pydantic-settings and their needs, tomli-w).
 set -u
@@ -25,7 +26,10 @@ for step in "$@"; do
              --only ${OLMOE_ONLY:-link,machinery,limit,peer} --json-name olmoe.json ;;
     olmoe-io) timeout ${OLMOE_IO_S:-200} $SUITE --shape olmoe --set io_piece_kib=2048,io_workers=16 \
                 --only ${OLMOE_IO_ONLY:-link,limit,peer} --json-name olmoe-io.json ;;
+    olmoe-pf) timeout ${OLMOE_PF_S:-150} $SUITE --shape olmoe \
+                --set io_piece_kib=2048,io_workers=16,prefetch=stale \
+                --only ${OLMOE_PF_ONLY:-limit,peer} --json-name olmoe-pf.json ;;
     profile) python3 -c "from tuner.engine import synth; synth.ensure(synth.shape('olmoe'))"
-             timeout 120 python3 results/2026-11-30/profile_step.py "$OLMOE" ;;
+             PYTHONPATH=.:${PYTHONPATH:-} timeout 120 python3 results/2026-11-30/profile_step.py "$OLMOE" ;;
   esac
 done

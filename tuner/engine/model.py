@@ -12,8 +12,11 @@ Torch's CPU kernels for one token's matrix-vector products are several times slo
 bfloat16 than in float32 (on a 2-core AMD EPYC with AVX512-BF16, the bf16 demo model ran at
 158 ms a token computing in bfloat16 and at 31 in float32), so on the CPU 16-bit weights
 are widened after they are gathered: the store, the arena and memory bandwidth still carry
-16 bits per weight. Norms and softmaxes run in float32 and routers are kept in float32, so
-routing does not hinge on 16-bit rounding of the router logits.
+16 bits per weight. Norms and attention accumulate in float32 and routers are kept in
+float32, so routing does not hinge on 16-bit rounding of its logits. On CUDA a layer is a
+few dozen kernels (q, k and v in one product, fused norms, one attention kernel, the
+experts in one batch), because at one token a launch costs more than most of the kernels
+it launches.
 
 Shapes: D hidden, H query heads, G key/value heads, Dh head dim, E experts, I expert width,
 V vocabulary, C context (KV cache length), k experts in a batch.
@@ -138,10 +141,11 @@ def _linear(w: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None) -> torc
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    """Over the last dimension, in float32 whatever x's dtype (as Hugging Face's RMSNorm)."""
-    if x.dtype == torch.float32:
-        return w * F.rms_norm(x, x.shape[-1:], eps=eps)
-    return w * F.rms_norm(x.float(), x.shape[-1:], eps=eps).to(x.dtype)
+    """Over the last dimension (torch's fused kernel, which accumulates in float32); `w` of
+    the last dimension's size, or of x's shape (several norms side by side)."""
+    if w.shape == x.shape[-1:]:
+        return F.rms_norm(x, w.shape, w, eps)
+    return F.rms_norm(x, x.shape[-1:], eps=eps) * w
 
 
 @dataclass(frozen=True)
@@ -261,10 +265,12 @@ class Decoder:
         keys = self.k_cache[layer, :, : pos + 1]  # [G, T, Dh]
         vals = self.v_cache[layer, :, : pos + 1]
         qg = q.view(G, H // G, Dh)  # heads grouped by their key/value head
-        scores = (qg @ keys.transpose(1, 2)) / Dh**0.5  # [G, H/G, T]
-        probs = scores.softmax(-1, dtype=torch.float32).to(self.dtype)
-        out = (probs @ vals).reshape(H * Dh)  # [H*Dh]
-        return h + p["o"] @ out
+        if self.device.type == "cuda":  # one kernel where a launch costs more than the math
+            out = F.scaled_dot_product_attention(qg, keys, vals)  # [G, H/G, Dh]
+        else:
+            scores = (qg @ keys.transpose(1, 2)) / Dh**0.5  # [G, H/G, T]
+            out = scores.softmax(-1, dtype=torch.float32).to(self.dtype) @ vals
+        return h + p["o"] @ out.reshape(H * Dh)
 
     def moe_input(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         return rms_norm(h, self.layers[layer]["post_norm"], self.cfg.rms_eps)
@@ -277,7 +283,7 @@ class Decoder:
         """The MoE block's output: routed outputs [k, D] summed in rank order ([k] @ [k, D]),
         so it never depends on which expert finished first, plus Qwen2-MoE's gated shared
         expert."""
-        y = (weights @ outs.float()).to(self.dtype)
+        y = weights.to(outs.dtype) @ outs
         p = self.layers[layer]
         if p["shared_gate"] is None:
             return y

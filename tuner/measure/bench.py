@@ -129,9 +129,12 @@ def _sites_run(cfg: Config, tokens: int) -> dict:
         session.engine.close()
 
 
-def pinned_copy_gbps(device: torch.device, nbytes: int = 256 << 20, reps: int = 5) -> float:
+def pinned_copy_gbps(device: torch.device, nbytes: int = 256 << 20, reps: int = 5,
+                     fresh: bool = False) -> float:
     """The link's limit: a plain copy of a page-locked host buffer to the device (CUDA
-    events), or a plain memory copy on a machine without a GPU."""
+    events), or a plain memory copy on a machine without a GPU. `fresh`: the host writes
+    the buffer before each copy, as a read into the staging ring does (only the copies are
+    timed)."""
     if device.type != "cuda":
         src = torch.empty(nbytes, dtype=torch.uint8)
         dst = torch.empty_like(src)
@@ -139,16 +142,21 @@ def pinned_copy_gbps(device: torch.device, nbytes: int = 256 << 20, reps: int = 
         for _ in range(reps):
             dst.copy_(src)
         return round(nbytes * reps / (time.perf_counter() - t0) / 1e9, 3)
-    src = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    src = torch.ones(nbytes, dtype=torch.uint8, pin_memory=True)
     dst = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    page = torch.ones(nbytes, dtype=torch.uint8) if fresh else None
     dst.copy_(src, non_blocking=True)  # warm
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
+    ms = 0.0
     for _ in range(reps):
+        if page is not None:
+            src.copy_(page)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
         dst.copy_(src, non_blocking=True)
-    end.record()
-    end.synchronize()
-    return round(nbytes * reps / (start.elapsed_time(end) / 1000) / 1e9, 3)
+        end.record()
+        end.synchronize()
+        ms += start.elapsed_time(end)
+    return round(nbytes * reps / (ms / 1000) / 1e9, 3)
 
 
 def cpu_expert_gbps(ckpt: Checkpoint, experts: int = 64) -> float:
@@ -166,8 +174,9 @@ def cpu_expert_gbps(ckpt: Checkpoint, experts: int = 64) -> float:
 
 def link_bandwidth(cfg: Config, tokens: int) -> dict:
     """(d) achieved host-to-device bandwidth of the engine's uploads (CUDA events) against a
-    plain pinned copy of 256 MiB measured in the same run; beside it, a plain pinned copy of
-    one expert, the size of a layer's upload when it has a single miss."""
+    plain pinned copy of 256 MiB measured in the same run; beside it, plain pinned copies of
+    one expert (a layer's upload when it has a single miss), of a buffer the host left
+    alone and of one it has just written, as the store's reads write the staging ring."""
     device = pick_device(cfg.device)
     if device.type != "cuda":
         return {"skipped": "no CUDA device: the link is measured on a GPU only"}
@@ -177,10 +186,12 @@ def link_bandwidth(cfg: Config, tokens: int) -> dict:
         session.run(tokens)
         t = session.snapshot()["totals"]
         one = pinned_copy_gbps(device, session.ckpt.expert_bytes, reps=20)
+        fresh = pinned_copy_gbps(device, session.ckpt.expert_bytes, reps=20, fresh=True)
     finally:
         session.engine.close()
     return {"pinned_copy_gbps": limit, "engine_h2d_gbps": t["h2d_gbps"],
             "ratio": _ratio(t["h2d_gbps"], limit), "one_expert_copy_gbps": one,
+            "one_fresh_expert_copy_gbps": fresh,
             "bytes_h2d": t["bytes_h2d"],
             "ms_per_token": t["ms_per_token"], "prefetch": cfg.prefetch,
             "device": torch.cuda.get_device_name(device)}
