@@ -30,7 +30,8 @@ class Resident:
         self.mem = HostCopy(ckpt).mem.to(device) if experts else None
         self.batch = torch.empty(self.mc.top_k, ckpt.row_bytes, dtype=torch.uint8,
                                  device=device)
-        self.no_experts = torch.zeros(self.mc.top_k, self.mc.hidden_size, device=device)
+        self.no_experts = torch.zeros(self.mc.top_k, self.mc.hidden_size, device=device,
+                                      dtype=self.dec.dtype)
 
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:
