@@ -7,9 +7,9 @@
 # The machine has torch, transformers and accelerate but not the settings library: its
 # wheels travel in .whl (pydantic, pydantic-settings and their needs, tomli-w).
 set -u
-export PYTHONUNBUFFERED=1 TUNER_HOME=/tmp/tuner-home
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
+export PYTHONUNBUFFERED=1 TUNER_HOME=${TUNER_HOME:-$HOME/.cache/tuner}
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$HOME/.cache/tuner-site" .whl/*.whl \
+    && export PYTHONPATH="$HOME/.cache/tuner-site"
 nvidia-smi > "$OUT/nvidia-smi.txt"
 python3 -c "import torch, transformers, accelerate; print(torch.__version__, transformers.__version__, accelerate.__version__)"
 OLMOE="$TUNER_HOME/models/olmoe-shape-16x64-bf16"
