@@ -21,8 +21,8 @@ def tiny_model(tmp_path_factory) -> Path:
 def small_model(tmp_path_factory) -> Path:
     """The demo model's layer shapes (D 256, I 384) in 3 layers x 8 experts: big enough for
     the CPU's vectorised matrix kernels, whose rounding depends on data alignment."""
-    recipe = replace(synth.DEFAULT, name="strata-small-3x8", vocab_size=512, num_layers=3,
-                     num_experts=8, top_k=2, topics=8)
+    recipe = replace(synth.DEFAULT, name="strata-small-3x8", dtype="fp32", vocab_size=512,
+                     num_layers=3, num_experts=8, top_k=2, topics=8)
     return synth.write(recipe, tmp_path_factory.mktemp("models") / "small")
 
 

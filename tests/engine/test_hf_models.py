@@ -1,11 +1,15 @@
 """Real checkpoint layouts: tiny random models made with transformers' own classes must give
-the same logits and greedy tokens through the streaming engine as through transformers."""
+the same logits and greedy tokens through the streaming engine as through transformers, and
+so must the real-shape recipes' checkpoints (shrunk) opened by transformers."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 import torch
 
+from tuner.engine import synth
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.decode import Engine
 from tuner.knobs import Config
@@ -43,14 +47,33 @@ def make(arch: str, folder):
 @pytest.mark.parametrize("arch", list(ARCHS))
 def test_engine_matches_transformers(arch, tmp_path):
     model = make(arch, tmp_path)
+    assert_engine_matches(model, tmp_path, arch)
+
+
+@pytest.mark.parametrize("name", list(synth.SHAPES))
+def test_shape_recipes_open_in_transformers(name, tmp_path):
+    """The recipes' config.json and tensor names are what transformers expects of each
+    architecture (the published dimensions, shrunk here to a few KiB)."""
+    r = synth.shape(name, 2, "fp32")
+    small = replace(r, vocab_size=128, hidden_size=32, num_heads=4,
+                    num_kv_heads=4 if r.num_kv_heads == r.num_heads else 2, head_dim=8,
+                    num_experts=8, top_k=2, expert_width=16,
+                    shared_width=24 if r.shared_width else 0, topics=8)
+    synth.write(small, tmp_path / "m")
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path / "m", dtype=torch.float32, attn_implementation="eager").eval()
+    assert_engine_matches(model, tmp_path / "m", r.arch)
+
+
+def assert_engine_matches(model, folder, arch: str) -> None:
     ref_ids = list(PROMPT)
     with torch.no_grad():  # plain greedy: generate() would suppress EOS and others
         for _ in range(STEPS):
             ref_ids.append(int(model(torch.tensor([ref_ids])).logits[0, -1].argmax()))
         ref_logits = model(torch.tensor([ref_ids])).logits[0]  # [T, V]
-    ckpt = Checkpoint(tmp_path)
+    ckpt = Checkpoint(folder)
     assert ckpt.config.arch == arch
-    engine = Engine(ckpt, Config(model=str(tmp_path), expert_cache=6, prefetch="stale",
+    engine = Engine(ckpt, Config(model=str(folder), expert_cache=6, prefetch="stale",
                                  io_workers=2, io_urgent=1), torch.device("cpu"))
     ids, worst = list(PROMPT), 0.0
     try:

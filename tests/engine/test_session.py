@@ -85,7 +85,7 @@ def test_arena_bytes_equal_the_checkpoint(tiny_config):
         eng = s.engine
         for slot, key in enumerate(eng.slots.key):
             if key is not None and eng.slots.state[slot] == "resident":
-                assert torch.equal(eng.mem[slot].cpu(), s.ckpt.expert_tensor(*key))
+                assert torch.equal(eng.arena.mem[slot].cpu(), s.ckpt.expert_tensor(*key))
     finally:
         s.engine.close()
 

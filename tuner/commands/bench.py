@@ -8,17 +8,19 @@ from tuner.cli import add_knob_flags, print_json, settings_from_args
 from tuner.measure import bench
 from tuner.settings import to_config
 
-SECTIONS = ("read", "machinery", "telemetry", "link", "sites", "peer", "ui")
+SECTIONS = ("read", "machinery", "telemetry", "link", "limit", "quant", "sites", "peer", "ui")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure the engine against the machine's limits")
-    p.add_argument("--only", default="read,machinery,telemetry,link",
+    p.add_argument("--only", default="read,machinery,telemetry,link,limit",
                    help=f"comma-separated sections of {', '.join(SECTIONS)} (default "
-                        "read,machinery,telemetry,link; link needs a GPU; sites emulates the "
-                        "link_gbps and cpu_gbps of a preset such as seed002-x4, or runs the "
-                        "real sites when both are 0; peer needs transformers and accelerate; "
-                        "ui runs the terminal UI, embedded and connected, against none)")
+                        "read,machinery,telemetry,link,limit; link needs a GPU; quant compares "
+                        "the model with its int4 copy (made once into the model cache); "
+                        "sites emulates the link_gbps and cpu_gbps of a preset such as "
+                        "seed002-x4, or runs the real sites when both are 0; peer needs "
+                        "transformers and accelerate; ui runs the terminal UI, embedded and "
+                        "connected, against none)")
     p.add_argument("--tokens", type=int,
                    help="tokens per measurement (default 64; for ui, 160 a phase)")
     p.add_argument("--fracs", default="0,0.1,0.171,0.25,0.4,0.6,0.8,1",
@@ -55,6 +57,10 @@ def main(args: argparse.Namespace) -> int:
         out["telemetry"] = telemetry(cfg)
     if "link" in sections:
         out["link"] = bench.link_bandwidth(cfg, tokens)
+    if "limit" in sections:
+        out["limit"] = bench.limit(cfg, tokens)
+    if "quant" in sections:
+        out["quant"] = bench.quantized(cfg, tokens)
     if "peer" in sections:
         out["peer"] = bench.peer(cfg, tokens)
     if "sites" in sections:
@@ -99,12 +105,31 @@ def _print(out: dict) -> None:
         print(f"(d) link: {r['skipped']}" if "skipped" in r else
               f"(d) link: engine uploads {r['engine_h2d_gbps']} GB/s / pinned copy "
               f"{r['pinned_copy_gbps']} GB/s = {r['ratio']} on {r['device']}")
+    if "limit" in out:
+        r = out["limit"]
+        print(f"(e) limit: {r['skipped']}" if "skipped" in r else
+              f"(e) limit: engine {r['engine_ms_per_token']} ms/token / floor "
+              f"{r['floor_ms_per_token']} ms/token = {r['ratio']} (dense {r['dense_ms']} + "
+              f"experts {r['expert_ms']} + {r['miss_bytes_per_token']} miss bytes over "
+              f"{min(filter(None, (r['store_gbps'], r['link_gbps'])))} GB/s "
+              f"{r['transfer_ms']}; hit rate {r['hit_rate']} %)")
+    if "quant" in out:
+        r = out["quant"]
+        q = r.get("quality", {})
+        print(f"(f) quant: {r['skipped']}" if "skipped" in r else
+              f"(f) quant: {r['source_bytes_per_token']} bytes/token / int{r['bits']} "
+              f"(group {r['group']}) {r['bytes_per_token']} = {r['ratio']}; ms/token "
+              f"{r['source_ms_per_token']} -> {r['ms_per_token']}; mean KL {q['mean_kl']}, "
+              f"top-1 agreement {q['top1_agreement_pct']} %")
     if "peer" in out:
         r = out["peer"]
         print(f"peer: {r['skipped']}" if "skipped" in r else
-              f"peer: engine {r['engine_tok_s']} tok/s / {r['peer']} {r['peer_tok_s']} tok/s "
-              f"= {r['ratio']} at {r['budget_bytes']} bytes of fast memory; same tokens: "
-              f"{r['same_tokens']}")
+              f"peer ({r['device']}, {r['dtype']}): engine {r['engine_ms_per_token']} "
+              f"ms/token; fully resident {r['resident_ms_per_token']} vs transformers "
+              f"{r['hf_ms_per_token']} = {r['resident_vs_hf']}; transformers + accelerate "
+              f"offload at {r['budget_bytes']} bytes {r['offload_ms_per_token']} ms/token "
+              f"= {r['engine_vs_offload']}x the engine's time; first different token "
+              f"{r['first_difference']} ({r['peer']})")
     if "ui" in out:
         from tuner.ui.bench import lines
 

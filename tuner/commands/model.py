@@ -1,24 +1,30 @@
-"""`tuner model make|stats`: write the demo model; measure its routing through the engine."""
+"""`tuner model make|quantize|stats`: write the demo model or a real-shape one; quantize a
+model's experts; measure a model's routing through the engine."""
 
 from __future__ import annotations
 
 import argparse
 import shutil
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from tuner.cli import add_knob_flags, print_json, settings_from_args
 from tuner.commands.trace import reporting_trace_errors
-from tuner.engine import synth, trace_format
-from tuner.engine.session import Session
+from tuner.engine import quant, synth, trace_format
+from tuner.engine.checkpoint import DTYPE_NAMES, Checkpoint
+from tuner.engine.session import Session, pick_device
 from tuner.engine.stats import routing_stats
 from tuner.format import figure
 from tuner.settings import to_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("model", help="make the demo model or measure a model's routing")
+    p = sub.add_parser("model", help="make, quantize or measure a model")
     msub = p.add_subparsers(dest="model_command", required=True)
-    make = msub.add_parser("make", help="write the deterministic demo model (no download)")
+    make = msub.add_parser("make", help="write the deterministic demo model or a model of a "
+                                        "real MoE's shape (no download)")
     which = make.add_mutually_exclusive_group()
     which.add_argument("--tiny", action="store_true", help="the tiny test model instead")
     which.add_argument("--deep", action="store_true",
@@ -29,11 +35,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     make.add_argument("--hidden-size", type=int, default=synth.DEFAULT.hidden_size,
                       help="with --like: hidden size D (default %(default)s)")
     make.add_argument("--expert-width", type=int, default=synth.DEFAULT.expert_width,
-                      help="with --like: expert width I; an expert is 3 x D x I float32 "
+                      help="with --like: expert width I; an expert is 3 x D x I weights "
                       "(default %(default)s)")
+    which.add_argument("--shape", choices=tuple(synth.SHAPES),
+                       help="a model with this MoE's published dimensions instead")
+    make.add_argument("--layers", type=int,
+                      help="with --shape: the first N layers only (to fit a disk)")
+    make.add_argument("--dtype", choices=tuple(DTYPE_NAMES),
+                      help="weights' dtype (default bf16; the tiny test model fp32)")
     make.add_argument("--out", type=Path, help="folder (default: the model cache)")
     make.add_argument("--force", action="store_true", help="replace an existing folder")
     make.set_defaults(func=_make)
+    qz = msub.add_parser("quantize", help="write a copy whose experts are group-wise int8 or "
+                                          "int4, and report what that costs in output quality")
+    qz.add_argument("source", type=Path, help="model folder to quantize")
+    qz.add_argument("out", type=Path, help="folder to write")
+    qz.add_argument("--bits", type=int, choices=quant.BITS, default=4)
+    qz.add_argument("--group", type=int, choices=quant.GROUPS, default=64,
+                    help="weights per scale, along each matrix's input dimension")
+    qz.add_argument("--tokens", type=int, default=64,
+                    help="greedy tokens of the quality comparison (default 64; 0 = skip it)")
+    qz.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                    help="where the quality comparison runs")
+    qz.add_argument("--json", action="store_true")
+    qz.set_defaults(func=_quantize)
     stats = msub.add_parser("stats", help="routing skew and predictor overlaps, measured")
     stats.add_argument("--tokens", type=int, default=512)
     stats.add_argument("--json", action="store_true")
@@ -41,24 +66,85 @@ def register(sub: argparse._SubParsersAction) -> None:
     stats.set_defaults(func=_stats)
 
 
+@contextmanager
+def _progress(what: str):
+    """A progress bar on stderr fed by a (done, total) callback."""
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task(what, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
 @reporting_trace_errors
 def _make(args: argparse.Namespace) -> int:
-    if args.like:
-        if min(args.hidden_size, args.expert_width) < 1:
-            raise SystemExit("tuner model make: --hidden-size and --expert-width must be >= 1")
-        recipe = synth.like(trace_format.load(args.like), args.hidden_size, args.expert_width)
-    else:
-        recipe = synth.TINY if args.tiny else synth.DEEP if args.deep else synth.DEFAULT
+    if args.layers is not None and not args.shape:
+        raise SystemExit("tuner model make: --layers needs --shape")
+    try:
+        if args.shape:
+            recipe = synth.shape(args.shape, args.layers, args.dtype or "bf16")
+        elif args.like:
+            if min(args.hidden_size, args.expert_width) < 1:
+                raise ValueError("--hidden-size and --expert-width must be >= 1")
+            recipe = synth.like(trace_format.load(args.like), args.hidden_size,
+                                args.expert_width)
+            recipe = replace(recipe, dtype=args.dtype or recipe.dtype)
+        else:
+            recipe = synth.TINY if args.tiny else synth.DEEP if args.deep else synth.DEFAULT
+            recipe = replace(recipe, dtype=args.dtype or recipe.dtype)
+    except ValueError as err:
+        raise SystemExit(f"tuner model make: {err}") from None
     out = args.out or synth.default_model_path(recipe)
     if out.exists() and args.force:
         shutil.rmtree(out)
     if out.exists():
         print(f"{out} already exists (use --force to make it again)")
         return 0
-    synth.write(recipe, out)
-    print(f"wrote {recipe.name} to {out}")
+    with _progress(f"{recipe.id}: shards") as progress:
+        synth.write(recipe, out, progress)
+    print(f"wrote {recipe.id} to {out}")
     if args.like:
         print(f"drive it with: --model {out} --routing {args.like}")
+    return 0
+
+
+def _quantize(args: argparse.Namespace) -> int:
+    try:
+        source = Checkpoint(args.source)
+        device = pick_device(args.device)
+    except (OSError, ValueError, KeyError) as err:
+        raise SystemExit(f"tuner model quantize: {err}") from None
+    if source.quant is not None:
+        raise SystemExit(f"tuner model quantize: {args.source} is already quantized "
+                         f"({source.quant.bits} bits); quantize a float model")
+    q = quant.Quant(args.bits, args.group)
+    routed = f".{source.config.spec.moe}.experts."
+    is_expert: Callable[[str], bool] = lambda name: routed in name  # noqa: E731
+    try:
+        with _progress(f"int{q.bits} g{q.group}: shards") as progress:
+            quant.write_quantized(source.folder, args.out, q, is_expert, progress)
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"tuner model quantize: {err}") from None
+    out = Checkpoint(args.out)
+    report = {"source": str(source.folder), "out": str(out.folder), "bits": q.bits,
+              "group": q.group, "source_expert_bytes": source.expert_bytes,
+              "expert_bytes": out.expert_bytes,
+              "bytes_ratio": round(source.expert_bytes / out.expert_bytes, 3)}
+    if args.tokens > 0:
+        from tuner.measure.quality import compare
+
+        report["quality"] = compare(source, out, device, args.tokens)
+    if args.json:
+        print_json(report)
+        return 0
+    print(f"wrote {out.name} to {out.folder}: {out.expert_bytes} bytes per expert, "
+          f"{report['bytes_ratio']}x fewer than {source.expert_bytes}")
+    if "quality" in report:
+        r = report["quality"]
+        print(f"against the source over {r['positions']} positions ({r['device']}): mean KL "
+              f"{r['mean_kl']} (max {r['max_kl']}), top-1 agreement "
+              f"{r['top1_agreement_pct']} %, greedy decoding the same for "
+              f"{r['greedy_same_prefix']} of {r['greedy_tokens']} tokens")
     return 0
 
 

@@ -1,9 +1,13 @@
 """A local checkpoint folder: dense tensors loaded whole, expert tensors located on disk.
 
 Experts are never loaded here. For each (layer, expert) the checkpoint knows the byte
-extents of its three matrices in the safetensors shards, so the store can read an expert
-with plain file reads straight into an arena slot. An expert whose matrices sit next to
-each other in the file (the usual case: safetensors sorts tensor names) is one extent.
+extents of its matrices in the safetensors shards, so the store can read an expert with
+plain file reads straight into an arena row. The `Layout` says where each matrix sits in
+the row: gate and up back to back (so a batch of experts is one [k, 2I, D] product), then
+down, each unit 64-byte aligned; for a quantized checkpoint the packed integers and the
+scales of each (quant.py). Units follow file order, so an expert whose matrices sit next to
+each other in the file (the usual case for float experts: safetensors sorts tensor names)
+is one or two extents.
 """
 
 from __future__ import annotations
@@ -17,17 +21,22 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from tuner.engine.model import EXPERT_PARTS, ModelConfig
+from tuner.engine.model import ModelConfig, Weights
+from tuner.engine.quant import Quant
 
-_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+           "I8": torch.int8, "U8": torch.uint8}
+DTYPE_NAMES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+ALIGN = 64  # bytes: every unit of a row starts on a cache line
 
 
 @dataclass(frozen=True)
 class Part:
-    """One expert matrix inside the packed expert buffer."""
+    """One tensor of an expert inside its arena row: a matrix (gate, up, down) or, in a
+    quantized checkpoint, a matrix's packed integers (gate.q) or scales (gate.s)."""
 
     name: str
-    offset: int  # bytes from the start of the packed buffer
+    offset: int  # bytes from the start of the row
     shape: tuple[int, ...]
     dtype: torch.dtype
 
@@ -37,6 +46,55 @@ class Part:
         for s in self.shape:
             n *= s
         return n
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where an expert's tensors sit in an arena row of `row_bytes`."""
+
+    parts: tuple[Part, ...]
+    row_bytes: int
+    quant: Quant | None = None
+
+    @property
+    def expert_bytes(self) -> int:
+        """Bytes the store reads per expert (the row without its alignment padding)."""
+        return sum(p.nbytes for p in self.parts)
+
+    @property
+    def by_name(self) -> dict[str, Part]:
+        return {p.name: p for p in self.parts}
+
+    def weights(self, rows: torch.Tensor) -> Weights:
+        """Typed views of a batch of rows [k, row_bytes] (uint8, contiguous rows)."""
+        k, parts = rows.shape[0], self.by_name
+
+        def pair(first: str, second: str) -> torch.Tensor:  # two equal parts back to back
+            a = parts[first]
+            flat = rows[:, a.offset:a.offset + 2 * a.nbytes].view(a.dtype)
+            return flat.view(k, 2 * a.shape[0], *a.shape[1:])
+
+        def one(name: str) -> torch.Tensor:
+            p = parts[name]
+            return rows[:, p.offset:p.offset + p.nbytes].view(p.dtype).view(k, *p.shape)
+
+        if self.quant is None:
+            return Weights(pair("gate", "up"), one("down"))
+        return Weights(pair("gate.q", "up.q"), one("down.q"), pair("gate.s", "up.s"),
+                       one("down.s"), self.quant)
+
+
+def _units(quant: Quant | None) -> tuple[tuple[str, ...], ...]:
+    """Groups of parts that must sit back to back in a row."""
+    if quant is None:
+        return ("gate", "up"), ("down",)
+    return ("gate.q", "up.q"), ("gate.s", "up.s"), ("down.q",), ("down.s",)
+
+
+def _tensor_suffix(part: str) -> tuple[str, str]:
+    """(matrix, tensor name suffix) of a part: gate -> weight; gate.q -> qweight, .s -> scales."""
+    matrix, _, kind = part.partition(".")
+    return matrix, {"": "weight", "q": "qweight", "s": "scales"}[kind]
 
 
 @dataclass(frozen=True)
@@ -61,6 +119,7 @@ class Checkpoint:
         self.folder = Path(folder)
         self.config = ModelConfig.read(self.folder)
         self.raw_config = json.loads((self.folder / "config.json").read_text())
+        self.quant = Quant.from_config(self.raw_config.get("quantization_config"))
         self.files = self._shard_files()
         self._where: dict[str, tuple[str, int, int, torch.dtype, tuple[int, ...]]] = {}
         for path in self.files:
@@ -73,12 +132,27 @@ class Checkpoint:
                                      f"supported: {', '.join(_DTYPES)}")
                 self._where[name] = (str(path), base + begin, end - begin, dtype,
                                      tuple(t["shape"]))
-        self.parts = self._expert_parts()
-        self.expert_bytes = sum(p.nbytes for p in self.parts)
+        self.layout = self._layout()
+        self.parts = self.layout.parts
+        self.expert_bytes = self.layout.expert_bytes
+        self.row_bytes = self.layout.row_bytes
 
     @property
     def name(self) -> str:
         return self.raw_config.get("tuner_recipe", {}).get("name") or self.folder.name
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the model's weights were made in: config.json's (torch_)dtype, else
+        that of the experts' first matrix."""
+        named = self.raw_config.get("dtype") or self.raw_config.get("torch_dtype")
+        if isinstance(named, str) and isinstance(getattr(torch, named, None), torch.dtype):
+            return getattr(torch, named)
+        return self._where[self._tensor(0, 0, self.parts[0].name)][3]
+
+    def _tensor(self, layer: int, expert: int, part: str) -> str:
+        matrix, suffix = _tensor_suffix(part)
+        return self.config.expert_key(layer, expert, matrix).removesuffix("weight") + suffix
 
     def _shard_files(self) -> list[Path]:
         index = self.folder / "model.safetensors.index.json"
@@ -94,26 +168,30 @@ class Checkpoint:
             raise FileNotFoundError(f"shards listed in the index are missing: {missing}")
         return files
 
-    def _expert_parts(self) -> tuple[Part, ...]:
-        """The packed layout of every expert: expert (0, 0)'s matrices in file order, so that
-        an expert stored contiguously is read with one extent."""
-        keys = [self.config.expert_key(0, 0, part) for part in EXPERT_PARTS]
-        for key in keys:
-            if key not in self._where:
-                raise KeyError(f"{self.folder}: tensor {key} is missing")
-        by_file = sorted(zip(EXPERT_PARTS, keys), key=lambda pk: self._where[pk[1]][:2])
+    def _layout(self) -> Layout:
+        """Expert (0, 0)'s tensors laid out in a row: units in file order, 64-byte aligned."""
+        units = _units(self.quant)
+        for unit in units:
+            for part in unit:
+                key = self._tensor(0, 0, part)
+                if key not in self._where:
+                    raise KeyError(f"{self.folder}: tensor {key} is missing")
+        first = {unit: self._where[self._tensor(0, 0, unit[0])][:2] for unit in units}
         parts, offset = [], 0
-        for part, key in by_file:
-            _, _, length, dtype, shape = self._where[key]
-            parts.append(Part(part, offset, shape, dtype))
-            offset += length
-        return tuple(parts)
+        for unit in sorted(units, key=first.__getitem__):
+            for part in unit:
+                _, _, length, dtype, shape = self._where[self._tensor(0, 0, part)]
+                parts.append(Part(part, offset, shape, dtype))
+                offset += length
+            offset = -(-offset // ALIGN) * ALIGN
+        return Layout(tuple(parts), offset, self.quant)
 
     def extents(self, layer: int, expert: int) -> list[Extent]:
-        """File extents of one expert, merged where they are contiguous."""
+        """File extents of one expert, merged where they are contiguous in the file and in
+        the row."""
         out: list[Extent] = []
         for p in self.parts:
-            key = self.config.expert_key(layer, expert, p.name)
+            key = self._tensor(layer, expert, p.name)
             path, off, length, dtype, shape = self._where[key]
             if (dtype, shape) != (p.dtype, p.shape):
                 raise ValueError(f"expert ({layer}, {expert}) {p.name}: {dtype} {shape} differs "
@@ -143,12 +221,12 @@ class Checkpoint:
         return buf.view(dtype).view(shape)
 
     def expert_tensor(self, layer: int, expert: int) -> torch.Tensor:
-        """One expert's packed bytes read through safetensors (reference path for checks)."""
-        buf = torch.empty(self.expert_bytes, dtype=torch.uint8)
+        """One expert's row read through safetensors, padding zero (reference for checks)."""
+        buf = torch.zeros(self.row_bytes, dtype=torch.uint8)
         for p in self.parts:
-            path = self._where[self.config.expert_key(layer, expert, p.name)][0]
-            with safe_open(path, framework="pt") as f:
-                t = f.get_tensor(self.config.expert_key(layer, expert, p.name))
+            key = self._tensor(layer, expert, p.name)
+            with safe_open(self._where[key][0], framework="pt") as f:
+                t = f.get_tensor(key)
             buf[p.offset:p.offset + p.nbytes] = t.contiguous().view(-1).view(torch.uint8)
         return buf
 
@@ -168,11 +246,3 @@ def read_into(path: str, offset: int, view: memoryview) -> int:
     finally:
         os.close(fd)
 
-
-def part_views(buf: torch.Tensor, parts: tuple[Part, ...]) -> tuple[torch.Tensor, ...]:
-    """Typed views (gate, up, down) into one packed expert buffer of uint8."""
-    by_name = {p.name: p for p in parts}
-    return tuple(
-        buf[p.offset:p.offset + p.nbytes].view(p.dtype).view(p.shape)
-        for p in (by_name[n] for n in EXPERT_PARTS)
-    )

@@ -86,12 +86,19 @@ class Counters:
     def __init__(self, layers: int, experts: int, top_k: int, window: int):
         self.layers, self.experts, self.top_k = layers, experts, top_k
         self.cur = np.zeros((layers, len(COUNTERS)))  # this token, decode thread only
-        self._cum = np.zeros_like(self.cur)
-        self._tokens = 0
-        self._seconds = 0.0
-        self._ring: deque[tuple[np.ndarray, int, float]] = deque(maxlen=window + 1)
-        self._ring.append((self._cum.copy(), 0, 0.0))
         self._lock = threading.Lock()
+        self._ring: deque[tuple[np.ndarray, int, float]] = deque(maxlen=window + 1)
+        self.clear()
+
+    def clear(self) -> None:
+        """Back to zero (a counter reset, from the decode thread between tokens)."""
+        self.cur[:] = 0
+        with self._lock:
+            self._cum = np.zeros_like(self.cur)
+            self._tokens = 0
+            self._seconds = 0.0
+            self._ring.clear()
+            self._ring.append((self._cum.copy(), 0, 0.0))
 
     def add(self, layer: int, name: str, value: float = 1.0) -> None:
         self.cur[layer, IDX[name]] += value

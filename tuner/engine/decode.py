@@ -2,16 +2,22 @@
 
 Per layer (seed 000 section 3, `at_layer` and `after_layer`):
 
-1. route (exact or moce against the published residency);
+1. route (exact or moce against the published residency), and in the same host sync fetch
+   the predictor probe's control ranking and layer l+1's router applied to this input;
 2. claim: pin the wanted residents, claim wanted speculation (timely when its read is
    complete, late when still in flight: promoted to urgent and waited for), then take a
    victim slot for each miss in rank order and issue its demand read;
 3. speculate: read ahead the predicted misses of the next layer (prefetch off/prev/stale);
-4. compute the experts as their bytes arrive and sum them in rank order, so the output
-   never depends on which read finished first;
+4. land the layer's reads (on CUDA: uploaded together), gather the routed experts' rows
+   into one batch and compute it, summed in rank order, so the output never depends on
+   which read finished first;
 5. retire the layer's unclaimed speculation into limbo; release the previous limbo
    generation (after waiting for its running reads). Release points are fixed, so read
    timing never leaks into residency.
+
+`Engine` orders these steps; the arena (arena.py) owns the memory and the slot map, the
+speculator (speculate.py) speculation and limbo, and the three-site path of `cpu_pool`
+lives in tiers.py.
 """
 
 from __future__ import annotations
@@ -23,15 +29,16 @@ import numpy as np
 import torch
 
 from tuner.engine import router
-from tuner.engine.checkpoint import Checkpoint, part_views
+from tuner.engine.arena import Arena, Fetch
+from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.clock import clock_for
 from tuner.engine.counters import Counters
-from tuner.engine.model import Decoder, expert_out
+from tuner.engine.model import Decoder, compute_dtype, experts_out
 from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
 from tuner.engine.routing_source import open_routing
-from tuner.engine.slots import RESIDENT, SPEC, SlotMap
-from tuner.engine.store import Read, ReadPool
+from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT
+from tuner.engine.speculate import Speculator
 from tuner.engine.tiers import HostCopy, Sites, Tier
 from tuner.engine.verify import Verifier
 
@@ -57,52 +64,48 @@ class RouteLog:
     stale: list[np.ndarray] = field(default_factory=list)  # NaN where there is none
     starts: list[int] = field(default_factory=list)
 
-    def add(self, sel: list[int], logits: torch.Tensor, stale: torch.Tensor | None) -> None:
+    def add(self, sel: list[int], logits: torch.Tensor, stale: np.ndarray | None) -> None:
         self.experts.append(sel)
         if self.keep_logits:
             self.logits.append(logits.detach().float().cpu().numpy())
             self.stale.append(np.full(len(logits), np.nan, dtype=np.float32) if stale is None
-                              else stale.detach().float().cpu().numpy())
+                              else stale.astype(np.float32))
 
     def start(self) -> None:
         self.starts.append(len(self.experts) // self.layers)
+
+
+@dataclass
+class Routed:
+    """One layer's routing as the host sees it after the layer's single sync."""
+
+    sel: list[int]  # expert ids in rank order (a trace may leave a layer without any)
+    selected: torch.Tensor  # the same on the compute device
+    ctrl: list[int] | None  # the probe's control: this layer's router on its input, top-k
+    stale_next: np.ndarray | None  # layer l+1's router on this input [E], on the host
+
+
+def _top(logits: np.ndarray, k: int) -> list[int]:
+    """The k largest entries' ids, in no particular order (the probe scores sets)."""
+    return np.argpartition(-logits, k - 1)[:k].tolist()
 
 
 class Engine:
     def __init__(self, ckpt: Checkpoint, cfg, device: torch.device):
         mc = ckpt.config
         self.ckpt, self.mc, self.cfg, self.device = ckpt, mc, cfg, device
-        self.dec = Decoder(mc, ckpt.dense(), cfg.context, device)
+        self.dtype = compute_dtype(ckpt.dtype, device)
+        self.dec = Decoder(mc, ckpt.dense(), cfg.context, device, self.dtype)
         L, E, K = mc.num_layers, mc.num_experts, mc.top_k
-        n = arena_slots(cfg.expert_cache, L, E)
-        self.slots = SlotMap(n, policy_name(cfg.decode_2q))
-        # Every slot and staging buffer is allocated once, before decoding. On CUDA the
-        # arena is in device memory and reads land in a pinned host mirror of it, from which
-        # each completed read is uploaded on a copy stream that overlaps compute.
         self.cuda = device.type == "cuda"
-        self.mem = torch.empty(n + K, ckpt.expert_bytes, dtype=torch.uint8, device=device)
-        self.host_mem = torch.empty(n + K, ckpt.expert_bytes, dtype=torch.uint8,
-                                    pin_memory=True) if self.cuda else self.mem
-        self.bufs = [memoryview(self.host_mem[i].numpy()) for i in range(n + K)]
-        self.views = [part_views(self.mem[i], ckpt.parts) for i in range(n + K)]
-        self.staging = list(range(n, n + K))  # bypass buffers for misses with no eligible slot
-        self.extents = {(l, e): ckpt.extents(l, e) for l in range(L) for e in range(E)}
-        self.copy_stream = torch.cuda.Stream(device) if self.cuda else None
-        self.layer_done = None  # CUDA event: the compute of the last finished layer
-        self.uploads: dict[int, torch.cuda.Event] = {}  # slot -> its last upload's end
-        self._upload_lock = threading.Lock()
-        self.hurry = threading.Event()  # set: emulated bandwidths stop pacing (see store)
-        self.check = Verifier(ckpt, cfg.verify_reads).check if cfg.verify_reads else None
-        self.pool = ReadPool(cfg.io_workers, cfg.io_urgent, cfg.io_direct,
-                             cfg.io_piece_kib * 1024,
-                             on_complete=self._upload if self.cuda else None,
-                             check=self.check, hurry=self.hurry)
         self.counters = Counters(L, E, K, cfg.window)
         self.clock = clock_for(device, self.counters)
-        self.reads: dict[int, Read] = {}  # slot -> its read, until the read is accounted
-        self.spec_for: dict[int, list[int]] = {l: [] for l in range(L)}
-        self.limbo_new: list[int] = []
-        self.limbo_old: list[int] = []
+        self.hurry = threading.Event()  # set: emulated bandwidths stop pacing (see store)
+        self.check = Verifier(ckpt, cfg.verify_reads).check if cfg.verify_reads else None
+        self.arena = Arena(ckpt, arena_slots(cfg.expert_cache, L, E), policy_name(cfg.decode_2q),
+                           device, cfg, self.clock, check=self.check, hurry=self.hurry)
+        self.slots, self.pool = self.arena.slots, self.arena.pool
+        self.spec = Speculator(self.arena, self.counters, L)
         self.prev_sel: list[list[int] | None] = [None] * L
         self.routed = np.zeros((L, E))  # routings per (layer, expert), for popularity
         self.route_log: RouteLog | None = None  # set one to record routings
@@ -117,8 +120,8 @@ class Engine:
         """Takes the live knobs of `cfg` (called between tokens only)."""
         if cfg.cpu_pool and self.sites is None:
             self.drain()  # no speculation in flight once misses stop streaming
-            self.sites = Sites(HostCopy(self.ckpt, pin=self.cuda, check=self.check), self.mem,
-                               self.views, self.ckpt.expert_bytes, self.hurry)
+            self.sites = Sites(self.arena, HostCopy(self.ckpt, pin=self.cuda, check=self.check),
+                               self.tier, self.counters, self.clock, self.hurry)
         self.cfg = cfg
         self.pool.ssd.gbps = cfg.ssd_gbps
         self.pool.jitter_ms = cfg.io_jitter_ms
@@ -152,9 +155,7 @@ class Engine:
         return out
 
     def reset_counters(self) -> None:
-        mc = self.mc
-        self.counters = Counters(mc.num_layers, mc.num_experts, mc.top_k, self.cfg.window)
-        self.clock.counters = self.counters
+        self.counters.clear()
 
     def resident_counts(self) -> list[int]:
         return [self.slots.resident_per_layer[l] for l in range(self.mc.num_layers)]
@@ -168,13 +169,13 @@ class Engine:
 
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:
-        """Runs one token at position `pos`; returns its logits [V]."""
+        """Runs one token at position `pos`; returns its logits [V] (float32)."""
         dec, L, cfg = self.dec, self.mc.num_layers, self.cfg
         if cfg.cpu_pool and cfg.adapt_every and self.steps and self.steps % cfg.adapt_every == 0:
-            self._tier_round()
+            self.sites.tier_round(cfg, self.adapt_fetch)
         self.steps += 1
         h = dec.embed_token(token)
-        stale: torch.Tensor | None = None  # layer l's router on layer l-1's input
+        stale: np.ndarray | None = None  # layer l's router on layer l-1's input, host
         for l in range(L):
             h = dec.attention(l, h, pos)
             x = dec.moe_input(l, h)
@@ -186,74 +187,81 @@ class Engine:
             self.routing.advance()
         return logits
 
-    def _moe(self, l: int, x: torch.Tensor, h: torch.Tensor, stale: torch.Tensor | None
-             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _moe(self, l: int, x: torch.Tensor, h: torch.Tensor, stale: np.ndarray | None
+             ) -> tuple[torch.Tensor, np.ndarray | None]:
         """One layer's MoE block: (new residual, layer l+1's router on this input)."""
-        dec, cfg = self.dec, self.cfg
-        logits = dec.router_logits(l, x)
-        sel, selected = self._route(l, logits)
+        cfg = self.cfg
+        logits = self.dec.router_logits(l, x)
+        self.spec.arrived(l)  # its upload overlaps the attention the GPU is still running
+        routed = self._route(l, logits, x)
+        sel = routed.sel
         self.routed[l, sel] += 1
-        self.tier.observe(l, sel, cfg.adapt_decay)
+        if cfg.cpu_pool:  # the adaptive tier's counts, read only by the three sites
+            self.tier.observe(l, sel, cfg.adapt_decay)
         if self.route_log is not None:
             self.route_log.add(sel, logits, stale)
-        self._probe(l, sel, x, stale)
-        last = l + 1 == self.mc.num_layers
-        stale_next = None if last else self._stale(l + 1, x)
+        self._probe(l, sel, routed.ctrl, stale)
         if cfg.cpu_pool:
-            outs = self._sites(l, x, sel)
+            outs = self.sites.serve(l, x, sel, cfg, self.adapt_fetch)
         else:
-            sources = self._claim(l, sel)
-            if not last and cfg.prefetch != "off":
-                self._speculate(l + 1, stale_next)
-            outs = self._compute(l, x, sources)
+            rows, timely, waited = self._claim(l, sel)
+            if routed.stale_next is not None and cfg.prefetch != "off":
+                guess = predict(cfg, self.mc.top_k, self.prev_sel[l + 1],
+                                torch.from_numpy(routed.stale_next),
+                                lambda: self.arena.mask_host[l + 1])
+                self.spec.issue(cfg, l + 1, guess)
+            self._land(l, timely, waited)
+            outs = experts_out(x, self.arena.gather(rows)) if sel else None
         if sel:  # a trace may leave a layer without a routing for a token
-            w = router.weights(logits, selected, self.mc.norm_topk_prob)
-            h = h + dec.moe_output(l, x, w, outs)
-        if self.cuda:  # uploads into slots this layer used must wait for its compute
-            self.layer_done = torch.cuda.Event()
-            self.layer_done.record()
-        self._retire(l)
-        self._release_limbo(l)
-        return h, stale_next
+            w = router.weights(logits, routed.selected, self.mc.norm_topk_prob)
+            h = h + self.dec.moe_output(l, x, w, outs)
+        self.spec.retire(l)
+        self.slots.pinned.clear()
+        self.spec.release_limbo(l)
+        return h, routed.stale_next
 
-    def _resident_mask(self, layer: int) -> torch.Tensor:
-        res = self.slots.resident
-        mask = torch.tensor([res((layer, e)) for e in range(self.mc.num_experts)])
-        return mask.to(self.device, non_blocking=True)
-
-    def _stale(self, layer: int, x: torch.Tensor) -> torch.Tensor | None:
-        """The stale gate's scores for `layer` from the layer before it (input `x`)."""
+    def _route(self, layer: int, logits: torch.Tensor, x: torch.Tensor) -> Routed:
+        """Routes the layer and brings what the host needs in one device-to-host copy: the
+        selected ids, and from one product of their own, this layer's router (the probe's
+        control) and layer l+1's router (the stale-gate prediction) on this input."""
+        cfg, mc = self.cfg, self.mc
+        K, E = mc.top_k, mc.num_experts
         if self.routing is not None:
-            return self.routing.stale(layer, self.device)
-        return self.dec.router_logits(layer, x)
+            return self._route_trace(layer)
+        mask = self.arena.mask(layer) if self.use_residency else None
+        selected = router.select(logits, mask, K, cfg.moce_protect, cfg.moce_bonus,
+                                 cfg.moce_bonus_r1)
+        has_next = layer + 1 < mc.num_layers
+        routers = self.dec.routers[layer:layer + 1 + has_next]  # [1 or 2, E, D]
+        probes = routers.view(-1, mc.hidden_size) @ x.float()  # [E] ctrl, [E] stale
+        host = torch.cat([selected.float(), probes]).cpu().numpy()  # the layer's one sync
+        ctrl = _top(host[K:K + E], K)
+        stale_next = host[K + E:] if has_next else None
+        return Routed(host[:K].astype(np.int64).tolist(), selected, ctrl, stale_next)
 
-    def _route(self, layer: int, logits: torch.Tensor) -> tuple[list[int], torch.Tensor]:
-        """The selected experts in rank order, as ids and as the tensor they came in."""
-        cfg = self.cfg
-        if self.routing is not None:
-            resident = (lambda: self._resident_mask(layer)) if self.use_residency else None
-            return self.routing.select(layer, resident, cfg, self.device)
-        mask = self._resident_mask(layer) if self.use_residency else None
-        sel = router.select(logits, mask, self.mc.top_k, cfg.moce_protect, cfg.moce_bonus,
-                            cfg.moce_bonus_r1)
-        return sel.tolist(), sel
+    def _route_trace(self, layer: int) -> Routed:
+        """The trace's routing, with its own scores for the probe's control and the stale
+        gate where it has them."""
+        src = self.routing
+        resident = (lambda: self.arena.mask(layer)) if self.use_residency else None
+        sel, selected = src.select(layer, resident, self.cfg, self.device)
+        ctrl = src.scores("logits", layer)
+        stale_next = src.stale(layer + 1) if layer + 1 < self.mc.num_layers else None
+        return Routed(sel, selected, None if ctrl is None or not sel else _top(ctrl, len(sel)),
+                      stale_next)
 
-    def _probe(self, layer: int, sel: list[int], x: torch.Tensor,
-               stale: torch.Tensor | None) -> None:
+    def _probe(self, layer: int, sel: list[int], ctrl: list[int],
+               stale: np.ndarray | None) -> None:
         """Scores prev, stale and ctrl on this routing; layer 0 and a sequence's first token
         are unscored, never wrong."""
         K, add, actual = len(sel), self.counters.add, set(sel)
-        if self.routing is None:
-            ctrl = self.dec.routers[layer] @ x  # a GEMV of its own, so the probe is checked
-        else:  # the trace's own scores, when it has them
-            ctrl = self.routing.logits(layer, self.device)
-        guesses = {
+        guesses = {} if not sel else {
             "prev": self.prev_sel[layer],
-            "stale": None if stale is None else torch.topk(stale, K).indices.tolist(),
-            "ctrl": None if ctrl is None else torch.topk(ctrl, K).indices.tolist(),
+            "stale": None if stale is None else _top(stale, K),
+            "ctrl": ctrl,
         }
         for name, guess in guesses.items():
-            if guess is None or not sel:
+            if guess is None:
                 continue
             named = len(actual.intersection(guess))
             add(layer, f"{name}_scored")
@@ -261,201 +269,58 @@ class Engine:
             add(layer, f"{name}_whole", float(named == K))
         self.prev_sel[layer] = sel
 
-    def _read(self, key: tuple[int, int], slot: int, speculative: bool) -> Read:
-        if self.cuda:  # the pinned mirror of the slot is reused: its last upload must be over
-            prior = self.uploads.pop(slot, None)
-            if prior is not None:
-                prior.synchronize()
-        return self.pool.submit(key, self.extents[key], self.bufs[slot], speculative,
-                                slot=slot, after=self.layer_done)
-
-    def _upload(self, read: Read) -> None:
-        """On a reader thread, once a read is complete: host mirror -> device slot on the copy
-        stream, after the compute that last used the slot."""
-        start, done = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        # one upload at a time into the stream, so no span holds another's wait or copy
-        with self._upload_lock, torch.cuda.stream(self.copy_stream):
-            if read.after is not None:
-                self.copy_stream.wait_event(read.after)
-            start.record()
-            self.mem[read.slot].copy_(self.host_mem[read.slot], non_blocking=True)
-            done.record()
-        read.ready = done
-        self.uploads[read.slot] = done
-        self.clock.later(read.key[0], "h2d_ms", start, done)
-        self.clock.later(read.key[0], "bytes_h2d", None, None, read.bytes_read)
-
-    def _claim(self, layer: int, sel: list[int]) -> list[tuple[int, Read | None, object]]:
-        """(buffer index, read to wait for or None, CUDA event to wait for or None) per rank.
-        A late speculative read keeps its speculative flag: its bytes count as speculative."""
-        slots, add = self.slots, self.counters.add
+    def _claim(self, layer: int, sel: list[int]
+               ) -> tuple[list[int], list[Fetch], list[Fetch]]:
+        """The arena row of each rank, the timely speculation it claimed (counted here) and
+        the fetches it must wait for (demand reads and late speculation). A late speculative
+        read keeps its speculative flag: its bytes count as speculative."""
+        arena, add = self.arena, self.counters.add
         add(layer, "lookups", len(sel))
-        plan = slots.claim_layer(layer, sel)
-        for key in slots.evicted:
+        plan = self.slots.claim_layer(layer, sel)
+        for key in self.slots.evicted:
             add(key[0], "evictions")
-        slots.evicted.clear()
-        staging = iter(self.staging)
-        sources: list[tuple[int, Read | None, object]] = []
-        for (kind, slot), e in zip(plan, sel):
-            read, ready = None, None
-            if kind == "hit":
+        self.slots.evicted.clear()
+        bypass = iter(arena.bypass)
+        rows, timely, waited = [], [], []
+        for claim, e in zip(plan, sel):
+            row = claim.slot
+            if claim.kind == HIT:
                 add(layer, "hits")
-            elif kind == "spec":  # speculation claimed by the router
-                read = self.reads.pop(slot)
-                self.spec_for[layer].remove(slot)
-                # done is set only after the upload was queued (CUDA): pieces alone are not
-                # enough to know the device copy is ordered before this layer's compute
-                if read.complete and read.done.is_set():
+            elif claim.kind == CLAIMED_SPEC:
+                fetch = self.spec.claim(layer, row)
+                read = fetch.read
+                if read.done.is_set() and read.complete:
                     add(layer, "pf_timely")
                     add(layer, "bytes_spec", read.bytes_read)
-                    read, ready = None, read.ready
+                    timely.append(fetch)
                 else:
                     add(layer, "pf_late")
                     self.pool.promote(read)
+                    waited.append(fetch)
             else:  # miss or bypass: a demand read, in rank order
-                if kind == "bypass":
-                    slot = next(staging)
+                if claim.kind == BYPASS:
+                    row = next(bypass)
                     add(layer, "bypass")
                 add(layer, "sync_misses")
-                read = self._read((layer, e), slot, speculative=False)
-            sources.append((slot, read, ready))
-        return sources
+                waited.append(arena.fetch((layer, e), row, speculative=False))
+            rows.append(row)
+        return rows, timely, waited
 
-    def _speculate(self, target: int, stale: torch.Tensor) -> None:
-        cfg, slots, add = self.cfg, self.slots, self.counters.add
-        issued = 0
-        guess = predict(cfg, self.mc.top_k, self.prev_sel[target], stale,
-                        lambda: self._resident_mask(target))
-        for e in guess:
-            key = (target, e)
-            slot = slots.find(key)
-            if slot is not None:  # resident or already in flight: costs nothing
-                if cfg.prefetch_touch and slots.state[slot] == RESIDENT:
-                    slots.policy.touch(slot)
-                continue
-            if cfg.prefetch_max and issued >= cfg.prefetch_max:
-                break
-            slot = slots.victim(avoid_layer=target)
-            if slot is None:
-                break
-            evicted = slots.place(slot, key, SPEC)
-            if evicted is not None:
-                add(evicted[0], "evictions")
-            self.reads[slot] = self._read(key, slot, speculative=True)
-            self.spec_for[target].append(slot)
-            add(target, "pf_issued")
-            issued += 1
-
-    def _compute(self, layer: int, x: torch.Tensor,
-                 sources: list[tuple[int, Read | None, object]]) -> list[torch.Tensor]:
-        """Expert outputs in rank order, computing the ready ones first."""
+    def _land(self, layer: int, timely: list[Fetch], waited: list[Fetch]) -> None:
+        """Waits for the layer's reads (the stall), uploads what is not on the device yet
+        and counts the waited reads' bytes."""
         add = self.counters.add
-        outs: list[torch.Tensor | None] = [None] * len(sources)
-        ready_first = sorted(range(len(sources)), key=lambda r: sources[r][1] is not None)
-        for r in ready_first:
-            buf, read, ready = sources[r]
-            if read is not None:
-                add(layer, "stall_ms", 1000 * self.pool.wait(read))
-                add(layer, "bytes_spec" if read.speculative else "bytes_demand",
-                    read.bytes_read)
-                ready = read.ready
-            if ready is not None:  # CUDA: compute waits for the upload, the host does not
-                torch.cuda.current_stream().wait_event(ready)
-            outs[r] = expert_out(x, *self.views[buf])
-        return outs
-
-    # -- three execution sites (cpu_pool) ------------------------------------------------
-    def _sites(self, layer: int, x: torch.Tensor, sel: list[int]) -> list[torch.Tensor]:
-        """Residents on the device, the link share over the link (admitted into the arena
-        when adapt-fetch allows), the rest on the CPU; the three run concurrently."""
-        cfg, slots, add, tier = self.cfg, self.slots, self.counters.add, self.tier
-        add(layer, "lookups", len(sel))
-        plan = slots.claim_layer(layer, sel, stream=False)
-        resident = [(r, slot) for r, (kind, slot) in enumerate(plan) if kind != "miss"]
-        misses = [(r, e) for r, ((kind, _), e) in enumerate(zip(plan, sel)) if kind == "miss"]
-        add(layer, "hits", len(resident))
-        add(layer, "sync_misses", len(misses))
-        link = tier.link_share(layer, misses, cfg.pcie_frac, by_count=self.adapt_fetch)
-        on_link = {r for r, _ in link}
-        cpu = [(r, (layer, e)) for r, e in misses if r not in on_link]
-        jobs, staging = [], iter(self.staging)
-        for r, e in link:
-            slot = None
-            if self.adapt_fetch:
-                slot = tier.admission_slot(layer, e, set(sel), cfg.adapt_fetch_min,
-                                           cfg.adapt_fetch_margin)
-            if slot is None:
-                jobs.append((r, (layer, e), next(staging), False))
-                continue
-            evicted = slots.place(slot, (layer, e), RESIDENT)
-            slots.pinned.add(slot)
-            if evicted is not None:
-                add(evicted[0], "evictions")
-            add(layer, "admissions")
-            tier.admitted.add(layer)
-            jobs.append((r, (layer, e), slot, cfg.adapt_fetch_verify))
-        link_job = self.sites.link(x, jobs) if jobs else None
-        cpu_job = self.sites.cpu(x, cpu) if cpu else None
-        with self.clock.span(layer, "vram_ms"):
-            outs = {r: expert_out(x, *self.views[slot]) for r, slot in resident}
-        if link_job is not None:
-            done, secs, verified, mismatches = link_job.result()
-            outs.update(done)
-            add(layer, "link_ms", 1000 * secs)
-            add(layer, "link_experts", len(jobs))
-            add(layer, "bytes_link", len(jobs) * self.ckpt.expert_bytes)
-            add(layer, "verified", verified)
-            add(layer, "mismatches", mismatches)
-        if cpu_job is not None:
-            done, secs = cpu_job.result()
-            outs.update({r: y.to(self.device) for r, y in done.items()})
-            add(layer, "cpu_ms", 1000 * secs)
-            add(layer, "cpu_experts", len(cpu))
-        return [outs[r] for r in range(len(sel))]
-
-    def _tier_round(self) -> None:
-        moves = self.tier.round(skip_admitted=self.cfg.adapt_fetch == 2 and self.adapt_fetch)
-        for slot, key, evicted in moves:
-            self.sites.copy_in(key, slot)
-            if evicted is not None:
-                self.counters.add(evicted[0], "evictions")
-            self.counters.add(key[0], "tier_swaps")
-            self.counters.add(key[0], "bytes_link", self.ckpt.expert_bytes)
-
-    def _retire(self, layer: int) -> None:
-        """Unclaimed speculation for this layer: queued pieces cancelled, slot to limbo."""
-        for slot in self.spec_for[layer]:
-            self.pool.cancel(self.reads[slot])
-            self.slots.retire(slot)
-            self.limbo_new.append(slot)
-        self.spec_for[layer] = []
-        self.slots.pinned.clear()
-
-    def _release_limbo(self, layer: int) -> None:
-        """Releases the previous generation of limbo, then rotates (after_layer)."""
-        add = self.counters.add
-        for slot in self.limbo_old:
-            read = self.reads.pop(slot)
-            add(layer, "stall_ms", 1000 * self.pool.wait(read))
-            target = read.key[0]
-            done, cancelled, _ = read.counts()
-            cls = "pf_cancelled" if done == 0 else "pf_partial" if cancelled else "pf_unused"
-            add(target, cls)
-            add(target, "bytes_spec", read.bytes_read)
-        self.slots.release(self.limbo_old)
-        self.limbo_old, self.limbo_new = self.limbo_new, []
+        add(layer, "stall_ms", 1000 * self.arena.land(timely + waited))
+        for f in waited:
+            add(layer, "bytes_spec" if f.read.speculative else "bytes_demand", f.read.bytes_read)
 
     def drain(self) -> None:
         """Settles all speculation (before a rebuild or at the end of a run)."""
-        last = self.mc.num_layers - 1
-        for layer in range(self.mc.num_layers):
-            self._retire(layer)
-        self._release_limbo(last)
-        self._release_limbo(last)
+        self.spec.drain()
         self.counters.end_token(0.0, tokens=0)
 
     def close(self) -> None:
         self.drain()
-        self.pool.close()
+        self.arena.close()
         if self.sites:
             self.sites.close()

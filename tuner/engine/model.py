@@ -3,11 +3,23 @@ supplied by the caller: Qwen3-MoE, Qwen2-MoE (with its shared expert), OLMoE and
 
 Dense weights (embeddings, attention, norms, routers, shared experts, LM head) are small and
 held whole on the compute device. Routed expert weights never live here: the decode loop
-hands `expert_out` the three matrices of each selected expert from wherever they sit (arena
-slot, link staging, host copy).
+gathers the selected experts' rows (from the arena, link staging or the host copy) into one
+batch and `experts_out` computes them together: two batched matrix products and one
+activation for the whole batch, whatever k is.
+
+The model computes in `compute_dtype`: the checkpoint's dtype on CUDA, float32 on the CPU.
+Torch's CPU kernels for one token's matrix-vector products are several times slower in
+bfloat16 than in float32 (on a 2-core AMD EPYC with AVX512-BF16, the bf16 demo model ran at
+158 ms a token computing in bfloat16 and at 31 in float32), so on the CPU 16-bit weights
+are widened after they are gathered: the store, the arena and memory bandwidth still carry
+16 bits per weight. Norms and attention accumulate in float32 and routers are kept in
+float32, so routing does not hinge on 16-bit rounding of its logits. On CUDA a layer is a
+few dozen kernels (q, k and v in one product, fused norms, one attention kernel, the
+experts in one batch), because at one token a launch costs more than most of the kernels
+it launches.
 
 Shapes: D hidden, H query heads, G key/value heads, Dh head dim, E experts, I expert width,
-V vocabulary, C context (KV cache length).
+V vocabulary, C context (KV cache length), k experts in a batch.
 """
 
 from __future__ import annotations
@@ -18,6 +30,8 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from tuner.engine.quant import Quant, dequantize
 
 
 @dataclass(frozen=True)
@@ -117,73 +131,113 @@ class ModelConfig:
         return cls.from_hf(json.loads(path.read_text()))
 
 
+def compute_dtype(weights: torch.dtype, device: torch.device) -> torch.dtype:
+    """The dtype the model computes in for weights stored in `weights`."""
+    return weights if device.type == "cuda" else torch.float32
+
+
 def _linear(w: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     return w @ x if bias is None else w @ x + bias
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    var = x.pow(2).mean(-1, keepdim=True)
-    return x * torch.rsqrt(var + eps) * w
+    """Over the last dimension (torch's fused kernel, which accumulates in float32); `w` of
+    the last dimension's size, or of x's shape (several norms side by side)."""
+    if w.shape == x.shape[-1:]:
+        return F.rms_norm(x, w.shape, w, eps)
+    return F.rms_norm(x, x.shape[-1:], eps=eps) * w
 
 
-def expert_out(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor):
-    """SwiGLU expert. x [D]; gate, up [I, D]; down [D, I] -> [D]."""
-    if gate.dtype != x.dtype:
-        gate, up, down = gate.to(x.dtype), up.to(x.dtype), down.to(x.dtype)
-    return down @ (F.silu(gate @ x) * (up @ x))
+@dataclass(frozen=True)
+class Weights:
+    """The matrices of a batch of k experts: gate and up stacked as `gate_up` [k, 2I, D],
+    `down` [k, D, I]. Quantized (`quant`): the packed integers in those two fields, and
+    their per-group scales beside them (layout in quant.py)."""
+
+    gate_up: torch.Tensor
+    down: torch.Tensor
+    gate_up_scales: torch.Tensor | None = None
+    down_scales: torch.Tensor | None = None
+    quant: Quant | None = None
+
+    def matrices(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """(gate_up, down) as `dtype` matrices."""
+        q = self.quant
+        if q is None:  # widened only where they are stored narrower (the CPU)
+            if self.gate_up.dtype == dtype:
+                return self.gate_up, self.down
+            return self.gate_up.to(dtype), self.down.to(dtype)
+        return (dequantize(self.gate_up, self.gate_up_scales, q, dtype),
+                dequantize(self.down, self.down_scales, q, dtype))
+
+
+def experts_out(x: torch.Tensor, w: Weights) -> torch.Tensor:
+    """SwiGLU experts, the whole batch at once. x [D] -> [k, D], row j from expert j.
+
+    Both products are batched row-vector times matrix ([1, D] @ [D, 2I] per expert): on
+    the CPU that is a fast kernel per batch entry whose result does not depend on the batch
+    (so an expert gives the same bits whichever batch and site computed it); on CUDA it is
+    one strided-batched cuBLAS call."""
+    gate_up, down = w.matrices(x.dtype)
+    k, two_i, D = gate_up.shape
+    h = torch.bmm(x.view(1, 1, D).expand(k, 1, D), gate_up.transpose(1, 2))  # [k, 1, 2I]
+    a = F.silu(h[..., : two_i // 2]) * h[..., two_i // 2:]  # [k, 1, I]
+    return torch.bmm(a, down.transpose(1, 2)).view(k, D)
 
 
 class Decoder:
     """Dense parts of the model plus a KV cache for one sequence of up to C tokens."""
 
     def __init__(self, cfg: ModelConfig, dense: dict[str, torch.Tensor], context: int,
-                 device: torch.device):
+                 device: torch.device, dtype: torch.dtype = torch.float32):
         self.cfg = cfg
         self.device = device
-        self.dtype = torch.float32
-        w = {k: v.to(device=device, dtype=self.dtype) for k, v in dense.items()}
+        self.dtype = dtype
+        w = {k: v.to(device=device, dtype=dtype) for k, v in dense.items()}
         self.embed = w["model.embed_tokens.weight"]  # [V, D]
         self.final_norm = w["model.norm.weight"]
         self.lm_head = w.get("lm_head.weight", self.embed)  # [V, D]
-        L = cfg.num_layers
+        L, H, G, Dh = cfg.num_layers, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         self.layers = []
         for layer in range(L):
             p = f"model.layers.{layer}."
             a = p + "self_attn."
+            parts = [w[a + f"{n}_proj.weight"] for n in "qkv"]  # [H*Dh | G*Dh | G*Dh, D]
+            biases = [w.get(a + f"{n}_proj.bias") for n in "qkv"]
+            q_norm, k_norm = w.get(a + "q_norm.weight"), w.get(a + "k_norm.weight")
             self.layers.append({
                 "in_norm": w[p + "input_layernorm.weight"],
                 "post_norm": w[p + "post_attention_layernorm.weight"],
-                "q": w[a + "q_proj.weight"],  # [H*Dh, D]
-                "k": w[a + "k_proj.weight"],  # [G*Dh, D]
-                "v": w[a + "v_proj.weight"],
+                "qkv": torch.cat(parts),  # one product for q, k and v: [(H+2G)*Dh, D]
+                "qkv_bias": None if all(b is None for b in biases) else torch.cat(
+                    [b if b is not None else t.new_zeros(len(t)) for b, t in zip(biases, parts)]),
                 "o": w[a + "o_proj.weight"],  # [D, H*Dh]
-                "q_bias": w.get(a + "q_proj.bias"),
-                "k_bias": w.get(a + "k_proj.bias"),
-                "v_bias": w.get(a + "v_proj.bias"),
-                "q_norm": w.get(a + "q_norm.weight"),  # [Dh] per head, or [H*Dh] (full)
-                "k_norm": w.get(a + "k_norm.weight"),
-                "shared": tuple(w.get(p + f"mlp.shared_expert.{n}.weight")
-                                for n in ("gate_proj", "up_proj", "down_proj")),
+                "q_norm": q_norm,  # [Dh] per head, or [H*Dh] (full)
+                "k_norm": k_norm,
+                # per head: q's and k's weights side by side, one norm for both: [H+G, Dh]
+                "qk_norm": torch.cat([q_norm.expand(H, Dh), k_norm.expand(G, Dh)])
+                if cfg.spec.qk_norm == "head" else None,
+                "shared": _shared_expert(w, p + "mlp.shared_expert."),
                 "shared_gate": w.get(p + "mlp.shared_expert_gate.weight"),  # [1, D]
             })
         # Routers stacked so a predictor can apply layer l+1's router to layer l's input.
-        self.routers = torch.stack([w[cfg.router_key(i)] for i in range(L)])
+        self.routers = torch.stack([dense[cfg.router_key(i)] for i in range(L)]).to(
+            device=device, dtype=torch.float32)  # [L, E, D]
         self.context = context
         G, Dh = cfg.num_kv_heads, cfg.head_dim
         self.k_cache = torch.zeros(L, G, context, Dh, device=device, dtype=self.dtype)
         self.v_cache = torch.zeros(L, G, context, Dh, device=device, dtype=self.dtype)
         inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, Dh, 2, dtype=torch.float64) / Dh))
         ang = torch.arange(context, dtype=torch.float64)[:, None] * inv[None, :]  # [C, Dh/2]
+        ang = torch.cat([ang, ang], dim=-1)  # [C, Dh], both halves
         self.cos = ang.cos().to(device, self.dtype)
         self.sin = ang.sin().to(device, self.dtype)
 
     def _rope(self, x: torch.Tensor, pos: int) -> torch.Tensor:
         """x [heads, Dh], rotate-half convention as in Hugging Face."""
         half = x.shape[-1] // 2
-        cos = torch.cat([self.cos[pos], self.cos[pos]])
-        sin = torch.cat([self.sin[pos], self.sin[pos]])
         rot = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * cos + rot * sin
+        return x * self.cos[pos] + rot * self.sin[pos]
 
     def embed_token(self, token: int) -> torch.Tensor:
         return self.embed[token].clone()  # [D]
@@ -193,39 +247,57 @@ class Decoder:
         cfg, p = self.cfg, self.layers[layer]
         H, G, Dh = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         x = rms_norm(h, p["in_norm"], cfg.rms_eps)
-        q, k, v = (_linear(p[n], x, p[n + "_bias"]) for n in ("q", "k", "v"))
+        qkv = _linear(p["qkv"], x, p["qkv_bias"])  # [(H+2G)*Dh]
         if cfg.spec.qk_norm == "full":
-            q, k = rms_norm(q, p["q_norm"], cfg.rms_eps), rms_norm(k, p["k_norm"], cfg.rms_eps)
+            q, k = qkv[: H * Dh], qkv[H * Dh: (H + G) * Dh]
+            qkv = torch.cat([rms_norm(q, p["q_norm"], cfg.rms_eps),
+                             rms_norm(k, p["k_norm"], cfg.rms_eps), qkv[(H + G) * Dh:]])
         if cfg.clip_qkv is not None:
-            q, k, v = (t.clamp(-cfg.clip_qkv, cfg.clip_qkv) for t in (q, k, v))
-        q, k, v = q.view(H, Dh), k.view(G, Dh), v.view(G, Dh)
-        if cfg.spec.qk_norm == "head":
-            q, k = rms_norm(q, p["q_norm"], cfg.rms_eps), rms_norm(k, p["k_norm"], cfg.rms_eps)
-        q, k = self._rope(q, pos), self._rope(k, pos)
+            qkv = qkv.clamp(-cfg.clip_qkv, cfg.clip_qkv)
+        heads = qkv.view(H + 2 * G, Dh)
+        qk, v = heads[: H + G], heads[H + G:]  # q's and k's heads get the same rotation
+        if p["qk_norm"] is not None:
+            qk = rms_norm(qk, p["qk_norm"], cfg.rms_eps)
+        qk = self._rope(qk, pos)
+        q, k = qk[:H], qk[H:]
         self.k_cache[layer, :, pos] = k
         self.v_cache[layer, :, pos] = v
         keys = self.k_cache[layer, :, : pos + 1]  # [G, T, Dh]
         vals = self.v_cache[layer, :, : pos + 1]
         qg = q.view(G, H // G, Dh)  # heads grouped by their key/value head
-        scores = (qg @ keys.transpose(1, 2)) / Dh**0.5  # [G, H/G, T]
-        out = (scores.softmax(-1) @ vals).reshape(H * Dh)  # [H*Dh]
-        return h + p["o"] @ out
+        if self.device.type == "cuda":  # one kernel where a launch costs more than the math
+            out = F.scaled_dot_product_attention(qg, keys, vals)  # [G, H/G, Dh]
+        else:
+            scores = (qg @ keys.transpose(1, 2)) / Dh**0.5  # [G, H/G, T]
+            out = scores.softmax(-1, dtype=torch.float32).to(self.dtype) @ vals
+        return h + p["o"] @ out.reshape(H * Dh)
 
     def moe_input(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         return rms_norm(h, self.layers[layer]["post_norm"], self.cfg.rms_eps)
 
     def router_logits(self, layer: int, x: torch.Tensor) -> torch.Tensor:
-        return self.routers[layer] @ x  # [E]
+        return self.routers[layer] @ x.float()  # [E], float32
 
     def moe_output(self, layer: int, x: torch.Tensor, weights: torch.Tensor,
-                   outs: list[torch.Tensor]) -> torch.Tensor:
-        """The MoE block's output: routed outputs summed in rank order ([k] @ [k, D]), so it
-        never depends on which expert finished first, plus Qwen2-MoE's gated shared expert."""
-        y = weights @ torch.stack(outs)
+                   outs: torch.Tensor) -> torch.Tensor:
+        """The MoE block's output: routed outputs [k, D] summed in rank order ([k] @ [k, D]),
+        so it never depends on which expert finished first, plus Qwen2-MoE's gated shared
+        expert."""
+        y = weights.to(outs.dtype) @ outs
         p = self.layers[layer]
         if p["shared_gate"] is None:
             return y
-        return y + torch.sigmoid(p["shared_gate"] @ x) * expert_out(x, *p["shared"])
+        shared = experts_out(x, p["shared"])[0]
+        return y + torch.sigmoid(p["shared_gate"] @ x) * shared
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
-        return self.lm_head @ rms_norm(h, self.final_norm, self.cfg.rms_eps)  # [V]
+        """[V] in float32."""
+        return (self.lm_head @ rms_norm(h, self.final_norm, self.cfg.rms_eps)).float()
+
+
+def _shared_expert(w: dict[str, torch.Tensor], prefix: str) -> Weights | None:
+    """Qwen2-MoE's shared expert as a batch of one, or None."""
+    if prefix + "gate_proj.weight" not in w:
+        return None
+    gate, up, down = (w[prefix + f"{n}.weight"] for n in ("gate_proj", "up_proj", "down_proj"))
+    return Weights(torch.cat([gate, up])[None], down[None])

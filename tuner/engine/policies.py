@@ -3,6 +3,9 @@
 A policy only orders slots; the slot map decides which slots are eligible (never pinned,
 never with I/O in flight, never in limbo). A new policy is one class registered in
 `POLICIES`; the `decode_2q` knob picks between the two shipped here.
+
+`victims()` walks the live order without copying it: the caller stops at the first eligible
+slot and changes the order only after it stopped walking.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ class LRU:
         self._order.pop(slot, None)
 
     def victims(self) -> Iterator[int]:
-        yield from list(self._order)
+        return iter(self._order)
 
 
 class TwoHit(LRU):
@@ -68,9 +71,9 @@ class TwoHit(LRU):
         self._reuse.pop(slot, None)
 
     def victims(self) -> Iterator[int]:
-        order = list(self._order)
-        yield from (s for s in order if self._reuse[s] < 2)
-        yield from (s for s in order if self._reuse[s] >= 2)
+        reuse = self._reuse
+        yield from (s for s in self._order if reuse[s] < 2)
+        yield from (s for s in self._order if reuse[s] >= 2)
 
 
 POLICIES = {cls.name: cls for cls in (LRU, TwoHit)}

@@ -1,8 +1,10 @@
-"""The fully resident model: every expert read straight from host RAM, no arena, no I/O.
+"""The fully resident model: every expert in memory where the compute is, no arena, no I/O.
 
 It is the yardstick for two things: the streaming engine's output must equal it bit for bit
 with bonus 0 (on the same device), and `tuner bench` prices the streaming machinery as the
-ratio of the engine's ms per token, every lookup a hit, to this model's.
+ratio of the engine's ms per token, every lookup a hit, to this model's. It computes the
+routed experts with the engine's own batched kernels, gathered by the router's ids on the
+device, so a token runs without a single host sync.
 """
 
 from __future__ import annotations
@@ -11,29 +13,41 @@ import torch
 
 from tuner.engine import router
 from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.model import Decoder, expert_out
+from tuner.engine.model import Decoder, compute_dtype, experts_out
 from tuner.engine.tiers import HostCopy
 
 
 class Resident:
-    def __init__(self, ckpt: Checkpoint, context: int, device: torch.device):
-        self.mc = ckpt.config
-        self.dec = Decoder(self.mc, ckpt.dense(), context, device)
-        host = HostCopy(ckpt)
-        # every expert where the compute is: on a GPU the whole model is uploaded once
-        self.experts = host.views if device.type == "cpu" else {
-            key: tuple(t.to(device) for t in views) for key, views in host.views.items()}
+    """`experts=False` leaves the routed experts out (their outputs zero, none loaded): what
+    the rest of the model costs; its output is then meaningless."""
+
+    def __init__(self, ckpt: Checkpoint, context: int, device: torch.device,
+                 experts: bool = True):
+        self.mc, self.layout = ckpt.config, ckpt.layout
+        self.dec = Decoder(self.mc, ckpt.dense(), context, device,
+                           compute_dtype(ckpt.dtype, device))
+        # [L*E, row bytes]: on a GPU the whole model, uploaded once
+        self.mem = HostCopy(ckpt).mem.to(device) if experts else None
+        self.batch = torch.empty(self.mc.top_k, ckpt.row_bytes, dtype=torch.uint8,
+                                 device=device)
+        self.no_experts = torch.zeros(self.mc.top_k, self.mc.hidden_size, device=device,
+                                      dtype=self.dec.dtype)
 
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:
+        """Logits [V] (float32)."""
         dec, mc = self.dec, self.mc
         h = dec.embed_token(token)
         for layer in range(mc.num_layers):
             h = dec.attention(layer, h, pos)
             x = dec.moe_input(layer, h)
             logits = dec.router_logits(layer, x)
-            sel = router.select(logits, None, mc.top_k, 0, 0.0, 0.0).tolist()
-            outs = [expert_out(x, *self.experts[(layer, e)]) for e in sel]
-            w = router.weights(logits, torch.tensor(sel, device=h.device), mc.norm_topk_prob)
+            sel = router.select(logits, None, mc.top_k, 0, 0.0, 0.0)
+            if self.mem is not None:
+                torch.index_select(self.mem, 0, sel + layer * mc.num_experts, out=self.batch)
+                outs = experts_out(x, self.layout.weights(self.batch))
+            else:
+                outs = self.no_experts
+            w = router.weights(logits, sel, mc.norm_topk_prob)
             h = h + dec.moe_output(layer, x, w, outs)
         return dec.logits(h)

@@ -43,31 +43,29 @@ class TraceRouting:
     def advance(self) -> None:
         self.position = (self.position + 1) % self.trace.tokens
 
-    def _scores(self, name: str, layer: int, device: torch.device) -> torch.Tensor | None:
+    def scores(self, name: str, layer: int) -> np.ndarray | None:
+        """The trace's `name` scores ("logits" or "stale") for `layer` at this token, on the
+        host, or None when it has none."""
         scores = getattr(self.trace, name)
-        if scores is None:
-            return None
-        return torch.from_numpy(np.ascontiguousarray(scores[self.position, layer])).to(device)
+        return None if scores is None else scores[self.position, layer]
 
     def select(self, layer: int, resident: Callable[[], torch.Tensor] | None, cfg,
                device: torch.device) -> tuple[list[int], torch.Tensor]:
         """The experts this layer routes now, in rank order; with a resident bonus and the
         trace's logits, the moce router's pick from those logits instead."""
         ids = self.rows[self.position][layer]
-        logits = self._scores("logits", layer, device) if resident and ids else None
+        logits = self.scores("logits", layer) if resident and ids else None
         if logits is not None:
+            logits = torch.from_numpy(np.ascontiguousarray(logits)).to(device)
             sel = router.select(logits, resident(), len(ids), cfg.moce_protect,
                                 cfg.moce_bonus, cfg.moce_bonus_r1)
             return sel.tolist(), sel
         return ids, torch.tensor(ids, dtype=torch.long, device=device)
 
-    def stale(self, layer: int, device: torch.device) -> torch.Tensor | None:
-        """The stale-gate's scores for `layer` at this token (layer l's router on layer
-        l-1's input), or None."""
-        return self._scores("stale", layer, device) if layer > 0 else None
-
-    def logits(self, layer: int, device: torch.device) -> torch.Tensor | None:
-        return self._scores("logits", layer, device)
+    def stale(self, layer: int) -> np.ndarray | None:
+        """The stale gate's scores for `layer` at this token (layer l's router on layer
+        l-1's input), on the host, or None."""
+        return self.scores("stale", layer) if layer > 0 else None
 
     def notes(self, cfg) -> list[str]:
         t = self.trace

@@ -11,11 +11,23 @@ live engine. States:
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable
+from typing import NamedTuple
 
 from tuner.engine.policies import POLICIES
 
 FREE, RESIDENT, SPEC, LIMBO = "free", "resident", "spec", "limbo"
+HIT, CLAIMED_SPEC, MISS, BYPASS = "hit", "spec", "miss", "bypass"
 Key = tuple[int, int]  # (layer, expert)
+
+
+class Claim(NamedTuple):
+    """How one routed expert is served: `kind` hit, spec (speculation the router claimed),
+    miss (the slot it is read into; None when another site serves it) or bypass (no slot
+    was eligible)."""
+
+    kind: str
+    slot: int | None
 
 
 class SlotMap:
@@ -29,6 +41,8 @@ class SlotMap:
         self.resident_per_layer: Counter[int] = Counter()
         self.evicted: list[Key] = []  # keys evicted by claim_layer, for the caller to count
         self.policy = POLICIES[policy]()
+        # told (key, resident) whenever a key becomes or stops being resident
+        self.on_resident: Callable[[Key, bool], None] | None = None
 
     def set_policy(self, name: str) -> None:
         """Switches policy live; the new one starts from the old victim order, all cold."""
@@ -56,16 +70,15 @@ class SlotMap:
                 return slot
         return None
 
-    def claim_layer(self, layer: int, experts: list[int], stream: bool = True
-                    ) -> list[tuple[str, int | None]]:
-        """Claims one routing: (kind, slot) per rank, kind hit / spec / miss / bypass.
+    def claim_layer(self, layer: int, experts: list[int], stream: bool = True) -> list[Claim]:
+        """Claims one routing: a Claim per rank, kind hit / spec / miss / bypass.
 
         Wanted residents and speculation are claimed and pinned first; then, when `stream`,
         each miss takes a victim in rank order and becomes resident (bypass: no slot was
         eligible). Without `stream` misses stay misses (slot None): another site serves
         them. The caller reads the misses and settles the speculation.
         """
-        out: list[tuple[str, int | None] | None] = [None] * len(experts)
+        out: list[Claim | None] = [None] * len(experts)
         for r, e in enumerate(experts):
             slot = self.slot_of.get((layer, e))
             if slot is None:
@@ -76,23 +89,23 @@ class SlotMap:
                 self.publish(slot)
             self.policy.claim(slot)
             self.pinned.add(slot)
-            out[r] = ("hit" if state == RESIDENT else "spec", slot)
+            out[r] = Claim(HIT if state == RESIDENT else CLAIMED_SPEC, slot)
         for r, e in enumerate(experts):
             if out[r] is not None:
                 continue
             if not stream:
-                out[r] = ("miss", None)
+                out[r] = Claim(MISS, None)
                 continue
             slot = self.victim()
             if slot is None:
-                out[r] = ("bypass", None)
+                out[r] = Claim(BYPASS, None)
                 continue
             evicted = self.place(slot, (layer, e), RESIDENT)
             if evicted is not None:
                 self.evicted.append(evicted)
             self.policy.claim(slot)
             self.pinned.add(slot)
-            out[r] = ("miss", slot)
+            out[r] = Claim(MISS, slot)
         return out
 
     def place(self, slot: int, key: Key, state: str) -> Key | None:
@@ -106,7 +119,7 @@ class SlotMap:
         self.state[slot] = state
         self.slot_of[key] = slot
         if state == RESIDENT:
-            self.resident_per_layer[key[0]] += 1
+            self._resident(key, True)
         self.policy.insert(slot, speculative=state == SPEC)
         return evicted
 
@@ -114,7 +127,12 @@ class SlotMap:
         """A speculative slot the router claimed becomes resident."""
         assert self.state[slot] == SPEC
         self.state[slot] = RESIDENT
-        self.resident_per_layer[self.key[slot][0]] += 1
+        self._resident(self.key[slot], True)
+
+    def _resident(self, key: Key, resident: bool) -> None:
+        self.resident_per_layer[key[0]] += 1 if resident else -1
+        if self.on_resident is not None:
+            self.on_resident(key, resident)
 
     def retire(self, slot: int) -> None:
         assert self.state[slot] == SPEC
@@ -131,7 +149,7 @@ class SlotMap:
         if key is None:
             return None
         if self.state[slot] == RESIDENT:
-            self.resident_per_layer[key[0]] -= 1
+            self._resident(key, False)
         del self.slot_of[key]
         self.key[slot] = None
         self.state[slot] = FREE

@@ -26,7 +26,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from tuner.engine.checkpoint import Extent
 
@@ -84,9 +83,6 @@ class Read:
     done: threading.Event = field(default_factory=threading.Event)
     bytes_read: int = 0
     error: str | None = None
-    slot: int = -1  # the arena slot (or staging buffer) the bytes are for
-    after: Any = None  # a CUDA event the upload must wait for (compute still using the slot)
-    ready: Any = None  # a CUDA event: the bytes are on the device
 
     def counts(self) -> tuple[int, int, int]:
         """(pieces done, pieces cancelled, pieces still queued or running)."""
@@ -110,11 +106,9 @@ class Read:
 
 class ReadPool:
     def __init__(self, workers: int, urgent: int, direct: bool, piece_bytes: int,
-                 on_complete: Callable[[Read], None] | None = None,
                  check: Callable[[Read], str | None] | None = None,
                  hurry: threading.Event | None = None):
         self.direct = direct
-        self.on_complete = on_complete  # runs on the worker that finished a complete read
         self.check = check  # what is wrong with a complete read's bytes, or None
         self.piece_bytes = max(_ALIGN, piece_bytes // _ALIGN * _ALIGN)
         self.hurry = hurry or threading.Event()  # set: no pacing, no jitter (see above)
@@ -140,8 +134,8 @@ class ReadPool:
 
     # -- submitting -------------------------------------------------------------------
     def submit(self, key: tuple[int, int], extents: list[Extent], dst: memoryview,
-               speculative: bool, slot: int = -1, after: Any = None) -> Read:
-        read = Read(key, dst, speculative, slot=slot, after=after)
+               speculative: bool) -> Read:
+        read = Read(key, dst, speculative)
         for ext in extents:
             for start in range(0, ext.length, self.piece_bytes):
                 n = min(self.piece_bytes, ext.length - start)
@@ -206,14 +200,11 @@ class ReadPool:
         return all(p.state in (DONE, CANCELLED) for p in read.pieces)
 
     def _finish(self, read: Read) -> None:
-        """Ends a read once, by whoever ended its last piece: the check and the completion
-        hook of a complete read (the CUDA upload), then `done`. Setting `done` before the
-        hook ran would let the read's buffer be reused while the hook still copies from it."""
+        """Ends a read once, by whoever ended its last piece: the check of a complete read,
+        then `done`, so no one uses bytes that failed it."""
         try:
             if self.check and read.complete and not read.error:
                 read.error = self.check(read)
-            if self.on_complete and read.complete and not read.error:
-                self.on_complete(read)
         except Exception as err:  # the waiter raises it; the worker lives on
             read.error = f"after the read: {type(err).__name__}: {err}"
         finally:

@@ -17,8 +17,18 @@ The weights are random but structured so that routing fails the way a real MoE's
   topic and popularity directions scaled to the residual stream's expected norm, so the
   structure holds at depth instead of being washed out.
 
-The files are a Hugging Face Qwen3-MoE checkpoint: config.json, one safetensors shard per
-layer and model.safetensors.index.json.
+The files are a Hugging Face checkpoint (Qwen3-MoE for the demo model; the real-shape
+recipes use their model's own architecture where the engine has it): config.json, one
+safetensors shard per layer and model.safetensors.index.json, in the recipe's dtype
+(bfloat16 by default; float32 for the bit-identity tests). A 16-bit model's name carries its
+dtype, so it is never mistaken for a cached float32 one.
+
+`SHAPES` are the published dimensions of four MoE models, with the demo's routing
+structure: experts, router, attention and vocabulary sizes as released, the layer count cut
+with `layers` where a disk cannot hold them all. DeepSeek-V2-Lite is written as a Qwen2-MoE
+checkpoint: its 64 routed experts (width 1408, top-6) and its two shared experts (one
+shared expert of width 2816 behind a constant gate of 0.5) as released, but plain
+multi-head attention instead of MLA, and its 26 MoE layers without the dense first one.
 """
 
 from __future__ import annotations
@@ -26,6 +36,8 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -33,15 +45,21 @@ import torch
 from safetensors.torch import save_file
 
 from tuner.engine import router as routing
-from tuner.engine.model import ModelConfig, expert_out
+from tuner.engine.checkpoint import DTYPE_NAMES
+from tuner.engine.model import ModelConfig, Weights, experts_out
 from tuner.engine.trace_format import Trace
+
+ARCH_NAMES = {"qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM",
+              "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM"}
 
 
 @dataclass(frozen=True)
 class Recipe:
     # The name changes whenever the weights do, so a cached model of an older version is
-    # never taken for this one.
+    # never taken for this one; the model's name adds the dtype (see `id`).
     name: str = "strata-demo-16x64-v2"
+    dtype: str = "bf16"  # bf16, fp16 or fp32
+    arch: str = "qwen3_moe"
     vocab_size: int = 4096
     hidden_size: int = 256
     num_layers: int = 16
@@ -51,6 +69,9 @@ class Recipe:
     num_experts: int = 64
     top_k: int = 6
     expert_width: int = 384
+    shared_width: int = 0  # qwen2_moe: the shared expert's width
+    rope_theta: float = 1_000_000.0
+    rms_eps: float = 1e-6
     topics: int = 64
     seed: int = 1234
     # embeddings, per coordinate
@@ -69,31 +90,56 @@ class Recipe:
     lm_gain: float = 0.55
     lm_topic: float = 1.0
 
+    @property
+    def id(self) -> str:
+        """The model's name: the recipe's name and its dtype (float32 models keep the bare
+        name they had before there were other dtypes)."""
+        return self.name if self.dtype == "fp32" else f"{self.name}-{self.dtype}"
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        if self.dtype not in DTYPE_NAMES:
+            raise ValueError(f"dtype {self.dtype!r}: allowed {', '.join(DTYPE_NAMES)}")
+        return DTYPE_NAMES[self.dtype]
+
     def hf_config(self) -> dict:
+        dtype = str(self.torch_dtype).removeprefix("torch.")
+        width = {"qwen3_moe": {"moe_intermediate_size": self.expert_width,
+                               "intermediate_size": self.expert_width * 4,
+                               "norm_topk_prob": True},
+                 "qwen2_moe": {"moe_intermediate_size": self.expert_width,
+                               "shared_expert_intermediate_size": self.shared_width,
+                               "intermediate_size": self.shared_width,
+                               "norm_topk_prob": False},
+                 "olmoe": {"intermediate_size": self.expert_width, "norm_topk_prob": False,
+                           "clip_qkv": None},
+                 "mixtral": {"intermediate_size": self.expert_width}}[self.arch]
+        experts = "num_local_experts" if self.arch == "mixtral" else "num_experts"
         return {
-            "architectures": ["Qwen3MoeForCausalLM"],
-            "model_type": "qwen3_moe",
+            "architectures": [ARCH_NAMES[self.arch]],
+            "model_type": self.arch,
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "num_hidden_layers": self.num_layers,
             "num_attention_heads": self.num_heads,
             "num_key_value_heads": self.num_kv_heads,
             "head_dim": self.head_dim,
-            "num_experts": self.num_experts,
+            experts: self.num_experts,
             "num_experts_per_tok": self.top_k,
-            "moe_intermediate_size": self.expert_width,
-            "intermediate_size": self.expert_width * 4,
+            **width,
             "decoder_sparse_step": 1,
             "mlp_only_layers": [],
-            "norm_topk_prob": True,
-            "rms_norm_eps": 1e-6,
-            "rope_theta": 1_000_000.0,
+            "rms_norm_eps": self.rms_eps,
+            "rope_theta": self.rope_theta,
             "max_position_embeddings": 4096,
             "tie_word_embeddings": False,
             "hidden_act": "silu",
             "attention_bias": False,
-            "torch_dtype": "float32",
-            "tuner_recipe": asdict(self),
+            "bos_token_id": None,  # no token ends generation: every id is a word
+            "eos_token_id": None,
+            "torch_dtype": dtype,
+            "dtype": dtype,
+            "tuner_recipe": {**asdict(self), "name": self.id},
         }
 
 
@@ -107,11 +153,43 @@ DEEP = Recipe(name="strata-deep-64x32-v2", vocab_size=1024, hidden_size=128, num
               update_last=0.095, lm_gain=1.0, lm_topic=3.0)
 # A quarter of the pairs is one token's lookups here, so topics are weaker and more
 # numerous than in the 64-expert models, or LRU would keep just what Belady keeps.
-TINY = Recipe(name="strata-tiny-4x16-v2", vocab_size=256, hidden_size=64, num_layers=4,
-              num_heads=2, num_kv_heads=1, head_dim=32, num_experts=16, top_k=4,
-              expert_width=32, topics=16, popularity=1.0, affinity=2.0, update_first=0.8,
-              lm_gain=0.3)
+TINY = Recipe(name="strata-tiny-4x16-v2", dtype="fp32", vocab_size=256, hidden_size=64,
+              num_layers=4, num_heads=2, num_kv_heads=1, head_dim=32, num_experts=16,
+              top_k=4, expert_width=32, topics=16, popularity=1.0, affinity=2.0,
+              update_first=0.8, lm_gain=0.3)
 PROBES = 32  # inputs on which a layer's output norm is measured while it is made
+
+
+# Published dimensions (config.json of each release); `shape(name, layers, dtype)` cuts layers.
+SHAPES = {
+    "olmoe": Recipe(name="olmoe-shape", arch="olmoe", vocab_size=50304, hidden_size=2048,
+                    num_layers=16, num_heads=16, num_kv_heads=16, head_dim=128,
+                    num_experts=64, top_k=8, expert_width=1024, rope_theta=10_000.0,
+                    rms_eps=1e-5),
+    "qwen3-30b-a3b": Recipe(name="qwen3-30b-a3b-shape", vocab_size=151936, hidden_size=2048,
+                            num_layers=48, num_heads=32, num_kv_heads=4, head_dim=128,
+                            num_experts=128, top_k=8, expert_width=768),
+    "mixtral": Recipe(name="mixtral-8x7b-shape", arch="mixtral", vocab_size=32000,
+                      hidden_size=4096, num_layers=32, num_heads=32, num_kv_heads=8,
+                      head_dim=128, num_experts=8, top_k=2, expert_width=14336,
+                      rms_eps=1e-5),
+    "deepseek-v2-lite": Recipe(name="deepseek-v2-lite-shape", arch="qwen2_moe",
+                               vocab_size=102400, hidden_size=2048, num_layers=26,
+                               num_heads=16, num_kv_heads=16, head_dim=128, num_experts=64,
+                               top_k=6, expert_width=1408, shared_width=2816,
+                               rope_theta=10_000.0),
+}
+
+
+def shape(name: str, layers: int | None = None, dtype: str = "bf16") -> Recipe:
+    """A real-shape recipe, its layers cut to `layers` (the name says how many)."""
+    if name not in SHAPES:
+        raise ValueError(f"shape {name!r}: allowed {', '.join(SHAPES)}")
+    r = SHAPES[name]
+    layers = r.num_layers if layers is None else layers
+    if not 1 <= layers <= r.num_layers:
+        raise ValueError(f"layers = {layers}: {name} has 1 to {r.num_layers}")
+    return replace(r, name=f"{r.name}-{layers}x{r.num_experts}", num_layers=layers, dtype=dtype)
 
 
 def like(trace: Trace, hidden_size: int, expert_width: int) -> Recipe:
@@ -133,13 +211,13 @@ def _unit(t: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class Stream:
-    """What each layer is made against: the shared directions of the residual stream, its
-    expected norm where the layer reads it, and sample inputs of the MoE block."""
+    """What each layer is made against: the shared directions of the residual stream, an
+    embedding's expected norm, and sample inputs of the MoE block."""
+
 
     mu: torch.Tensor  # [D] unit
     topics: torch.Tensor  # [T, D] unit rows, orthogonal to mu and to each other (T < D)
     norm0: float  # expected norm of an embedding
-    norm: float  # expected norm of the residual stream entering the next layer
     probes: torch.Tensor  # [P, D] inputs of a MoE block (RMS-normalised embeddings)
 
 
@@ -161,7 +239,7 @@ def global_weights(r: Recipe) -> tuple[dict[str, torch.Tensor], Stream]:
         "model.norm.weight": torch.ones(D),
         "lm_head.weight": lm,
     }
-    return weights, Stream(mu, topics, norm0, norm0, probes)
+    return weights, Stream(mu, topics, norm0, probes)
 
 
 def _preferences(r: Recipe, g: torch.Generator) -> torch.Tensor:
@@ -175,37 +253,59 @@ def _preferences(r: Recipe, g: torch.Generator) -> torch.Tensor:
     return pref
 
 
+def _stream_norm(r: Recipe, stream: Stream, layer: int) -> float:
+    """The residual stream's expected norm entering `layer`: each layer before it adds its
+    update and its attention's at right angles to the stream."""
+    norm = stream.norm0
+    for j in range(layer):
+        norm *= math.sqrt(1 + _update(r, j) ** 2 * (1 + r.attn_share ** 2))
+    return norm
+
+
+def _update(r: Recipe, layer: int) -> float:
+    """The MoE block's output norm as a share of the stream's, falling with depth."""
+    depth = layer / max(1, r.num_layers - 1)
+    return r.update_first ** (1 - depth) * r.update_last ** depth
+
+
 def _output_norm(r: Recipe, stream: Stream, router: torch.Tensor,
                  experts: list[tuple[torch.Tensor, ...]]) -> float:
-    """Mean norm of the MoE block's output on the probe inputs."""
+    """Mean norm of the MoE block's output on the probe inputs (in float32, from the
+    experts as stored)."""
+    normalise = ModelConfig.from_hf(r.hf_config()).norm_topk_prob
     total = 0.0
     for x in stream.probes:
         logits = router @ x
         sel = routing.select(logits, None, r.top_k, 0, 0.0, 0.0)
-        w = routing.weights(logits, sel)
-        total += float((w @ torch.stack([expert_out(x, *experts[e]) for e in sel])).norm())
+        w = routing.weights(logits, sel, normalise)
+        chosen = [experts[e] for e in sel.tolist()]
+        batch = Weights(torch.stack([torch.cat([g, u]) for g, u, _ in chosen]).float(),
+                        torch.stack([d for _, _, d in chosen]).float())
+        total += float((w @ experts_out(x, batch)).norm())
     return total / len(stream.probes)
 
 
 def layer_weights(r: Recipe, layer: int, stream: Stream) -> dict[str, torch.Tensor]:
-    """Layer `layer`'s tensors; advances `stream.norm` past the layer."""
+    """Layer `layer`'s tensors, experts already in the recipe's dtype (a real-shape layer
+    in float32 would need several times the memory). Depends on the layers before it only
+    through the stream's expected norm, so layers can be made in any order."""
     g = torch.Generator().manual_seed(r.seed * 1000 + layer + 1)
+    dtype = r.torch_dtype
     D, E, I = r.hidden_size, r.num_experts, r.expert_width
     H, G, Dh = r.num_heads, r.num_kv_heads, r.head_dim
     p = f"model.layers.{layer}."
-    depth = layer / max(1, r.num_layers - 1)
-    update = r.update_first ** (1 - depth) * r.update_last ** depth  # share of the stream
-    grown = stream.norm / stream.norm0  # the routers' structure keeps pace with the stream
+    update = _update(r, layer)
+    norm = _stream_norm(r, stream, layer)
+    grown = norm / stream.norm0  # the routers' structure keeps pace with the stream
     rand = _randn(g, E, D, scale=1 / math.sqrt(D))
     rand -= (rand @ stream.mu)[:, None] * stream.mu  # popularity only through `popularity`
     pop = _randn(g, E, scale=r.popularity)
     structure = r.affinity * _preferences(r, g) @ stream.topics + pop[:, None] * stream.mu
     router = (rand + grown / math.sqrt(D) * structure) * r.router_gain
-    expert_key = ModelConfig.from_hf(r.hf_config()).expert_key
-    experts = [(_randn(g, I, D, scale=1 / math.sqrt(D)), _randn(g, I, D, scale=1 / math.sqrt(D)),
-                _randn(g, D, I, scale=1 / math.sqrt(I))) for _ in range(E)]
+    experts = [tuple(_randn(g, *shape, scale=1 / math.sqrt(shape[1])).to(dtype)
+                     for shape in ((I, D), (I, D), (D, I))) for _ in range(E)]
     # down projections scaled so the block writes `update` times the stream's norm
-    scale = update * stream.norm / _output_norm(r, stream, router, experts)
+    scale = update * norm / _output_norm(r, stream, router, experts)
     o_proj = _randn(g, D, H * Dh, scale=r.attn_share * scale / math.sqrt(H * Dh))
     w = {
         p + "input_layernorm.weight": torch.ones(D),
@@ -214,16 +314,35 @@ def layer_weights(r: Recipe, layer: int, stream: Stream) -> dict[str, torch.Tens
         p + "self_attn.k_proj.weight": _randn(g, G * Dh, D, scale=1 / math.sqrt(D)),
         p + "self_attn.v_proj.weight": _randn(g, G * Dh, D, scale=1 / math.sqrt(D)),
         p + "self_attn.o_proj.weight": o_proj,
-        p + "self_attn.q_norm.weight": torch.ones(Dh),
-        p + "self_attn.k_norm.weight": torch.ones(Dh),
-        p + "mlp.gate.weight": router,
     }
+    w.update(_qk_norms(r, p + "self_attn."))
+    mc = ModelConfig.from_hf(r.hf_config())
+    w[mc.router_key(layer)] = router
     for e, (gate, up, down) in enumerate(experts):
-        w[expert_key(layer, e, "gate")] = gate
-        w[expert_key(layer, e, "up")] = up
-        w[expert_key(layer, e, "down")] = down.mul_(scale)
-    stream.norm *= math.sqrt(1 + update**2 * (1 + r.attn_share**2))
+        w[mc.expert_key(layer, e, "gate")] = gate
+        w[mc.expert_key(layer, e, "up")] = up
+        w[mc.expert_key(layer, e, "down")] = (down.float() * scale).to(dtype)
+    if r.shared_width:  # Qwen2-MoE: q/k/v biases (zero) and a shared expert, gate 0.5,
+        S = r.shared_width  # writing about as much as one routed expert
+        w.update({p + f"self_attn.{n}_proj.bias": torch.zeros(m * Dh)
+                  for n, m in (("q", H), ("k", G), ("v", G))})
+        w[p + "mlp.shared_expert.gate_proj.weight"] = _randn(g, S, D, scale=1 / math.sqrt(D))
+        w[p + "mlp.shared_expert.up_proj.weight"] = _randn(g, S, D, scale=1 / math.sqrt(D))
+        w[p + "mlp.shared_expert.down_proj.weight"] = _randn(g, D, S,
+                                                             scale=scale / math.sqrt(S))
+        w[p + "mlp.shared_expert_gate.weight"] = torch.zeros(1, D)
     return w
+
+def _qk_norms(r: Recipe, prefix: str) -> dict[str, torch.Tensor]:
+    """Qwen3-MoE normalises q and k per head, OLMoE over the whole projection; the others
+    not at all."""
+    if r.arch == "qwen3_moe":
+        return {prefix + "q_norm.weight": torch.ones(r.head_dim),
+                prefix + "k_norm.weight": torch.ones(r.head_dim)}
+    if r.arch == "olmoe":
+        return {prefix + "q_norm.weight": torch.ones(r.num_heads * r.head_dim),
+                prefix + "k_norm.weight": torch.ones(r.num_kv_heads * r.head_dim)}
+    return {}
 
 
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "shi", "po", "ve", "da", "zu", "ri", "an",
@@ -252,20 +371,32 @@ def write_tokenizer(r: Recipe, folder: Path) -> None:
     tok.save(str(Path(folder) / "tokenizer.json"))
 
 
-def write(r: Recipe, folder: Path) -> Path:
-    """Writes the checkpoint into `folder` (atomically: a temp folder renamed at the end)."""
+def write(r: Recipe, folder: Path, progress: Callable[[int, int], None] | None = None,
+          workers: int | None = None) -> Path:
+    """Writes the checkpoint into `folder` (atomically: a temp folder renamed at the end).
+    Layers are made by `workers` threads (default: one per core, at most 8), each layer from
+    its own seed, so the bytes do not depend on the count; `progress(shards done, shards)`
+    is called as each shard is written."""
     folder = Path(folder)
     tmp = folder.with_name(folder.name + ".partial")
     tmp.mkdir(parents=True, exist_ok=True)
     glob, stream = global_weights(r)
-    n = r.num_layers + 1
-    weight_map: dict[str, str] = {}
-    for i in range(n):
+    n = 1 + r.num_layers
+    names = [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
+
+    def shard(i: int) -> list[str]:
         tensors = glob if i == 0 else layer_weights(r, i - 1, stream)
-        fname = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
-        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp / fname),
-                  metadata={"format": "pt"})
-        weight_map.update({k: fname for k in tensors})
+        save_file({k: v.to(r.torch_dtype).contiguous() for k, v in tensors.items()},
+                  str(tmp / names[i]), metadata={"format": "pt"})
+        return list(tensors)
+
+    weight_map: dict[str, str] = {}
+    workers = workers or min(8, os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers, thread_name_prefix="tuner-synth") as pool:
+        for done, (i, keys) in enumerate(zip(range(n), pool.map(shard, range(n))), 1):
+            weight_map.update({k: names[i] for k in keys})
+            if progress:
+                progress(done, n)
     total = sum((tmp / f).stat().st_size for f in set(weight_map.values()))
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
     (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
@@ -284,7 +415,7 @@ def cache_dir() -> Path:
 
 
 def default_model_path(recipe: Recipe = DEFAULT) -> Path:
-    return cache_dir() / recipe.name
+    return cache_dir() / recipe.id
 
 
 def ensure(recipe: Recipe = DEFAULT, folder: Path | None = None) -> Path:

@@ -29,104 +29,186 @@ from contextlib import nullcontext as _no_stream
 import numpy as np
 import torch
 
-from tuner.engine.checkpoint import Checkpoint, part_views
-from tuner.engine.model import expert_out
-from tuner.engine.slots import RESIDENT, SlotMap
+from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.model import Weights, compute_dtype, experts_out
+from tuner.engine.slots import MISS, RESIDENT, SlotMap
 from tuner.engine.store import Read, ReadPool, Timeline
 
 READERS = 4  # threads filling the host copy
 
 
 class HostCopy:
-    """Every expert's packed bytes in host RAM, read once into one allocation laid out like
-    the arena. The same layout and alignment as an arena slot matter: the CPU's matrix
-    kernels take other code paths on unaligned data (a memory-mapped shard is only 8-byte
-    aligned) and round differently, which would make the output depend on the site that
-    computed an expert. On CUDA the copy is page-locked, so the link uploads straight from
-    it."""
+    """Every expert's row in host RAM, read once into one allocation laid out like the
+    arena. The same layout and alignment as an arena row matter: the CPU's matrix kernels
+    take other code paths on unaligned data (a memory-mapped shard is only 8-byte aligned)
+    and round differently, which would make the output depend on the site that computed an
+    expert. On CUDA the copy is page-locked, so the link uploads straight from it."""
 
     def __init__(self, ckpt: Checkpoint, pin: bool = False,
                  check: Callable[[Read], str | None] | None = None):
         mc = ckpt.config
+        self.experts, self.layout = mc.num_experts, ckpt.layout
+        self.dtype = compute_dtype(ckpt.dtype, torch.device("cpu"))  # what the CPU computes in
         keys = [(l, e) for l in range(mc.num_layers) for e in range(mc.num_experts)]
-        self.mem = torch.empty(len(keys), ckpt.expert_bytes, dtype=torch.uint8, pin_memory=pin)
-        self.bufs = {key: self.mem[i] for i, key in enumerate(keys)}
-        self.views = {key: part_views(buf, ckpt.parts) for key, buf in self.bufs.items()}
+        self.mem = torch.zeros(len(keys), ckpt.row_bytes, dtype=torch.uint8, pin_memory=pin)
+        self.batch = torch.empty(mc.top_k, ckpt.row_bytes, dtype=torch.uint8)
         # the engine's reader and check, all queued at once
         pool = ReadPool(READERS, 0, False, 1 << 20, check=check)
         try:
-            reads = [pool.submit(key, ckpt.extents(*key), memoryview(buf.numpy()), False)
-                     for key, buf in self.bufs.items()]
+            reads = [pool.submit(key, ckpt.extents(*key), memoryview(self.row(key).numpy()),
+                                 False) for key in keys]
             for read in reads:
                 pool.wait(read)
         finally:
             pool.close()
 
+    def row(self, key: tuple[int, int]) -> torch.Tensor:
+        return self.mem[key[0] * self.experts + key[1]]
+
+    def gather(self, keys: list[tuple[int, int]]) -> Weights:
+        """The experts `keys` as one batch in host memory."""
+        idx = torch.tensor([l * self.experts + e for l, e in keys], dtype=torch.int64)
+        batch = self.batch[:len(keys)]
+        torch.index_select(self.mem, 0, idx, out=batch)
+        return self.layout.weights(batch)
+
 
 class Sites:
-    """The link and CPU sites: one worker thread each, paced by emulated bandwidths.
+    """The link and CPU sites beside the arena: one worker thread each, paced by emulated
+    bandwidths, and the per-layer step that splits a routing between the three sites.
 
-    On CUDA the link uploads each expert from the page-locked host copy on a stream of its
-    own and computes it there; the CPU site computes on the host and hands its outputs to
-    the device. On the CPU both are plain copies and computes."""
+    On CUDA the link uploads each of its experts from the page-locked host copy on a stream
+    of its own and computes them there; the CPU site computes on the host, in the CPU's
+    compute dtype, and hands its outputs to the device. On the CPU both are plain copies and
+    computes."""
 
-    def __init__(self, host: HostCopy, mem: torch.Tensor, views: list, expert_bytes: int,
+    def __init__(self, arena, host: HostCopy, tier: Tier, counters, clock,
                  hurry: threading.Event | None = None):
-        self.host, self.mem, self.views, self.nbytes = host, mem, views, expert_bytes
-        self.cuda = mem.is_cuda
+        self.arena, self.host, self.tier = arena, host, tier
+        self.counters, self.clock = counters, clock
+        self.mem, self.nbytes = arena.mem, arena.layout.expert_bytes
+        self.cuda = self.mem.is_cuda
         self.link_line, self.cpu_line = Timeline(hurry), Timeline(hurry)
         self._link = ThreadPoolExecutor(1, thread_name_prefix="tuner-link")
         self._cpu = ThreadPoolExecutor(1, thread_name_prefix="tuner-cpu")
-        self.stream = torch.cuda.Stream(mem.device) if self.cuda else None
+        self.stream = torch.cuda.Stream(self.mem.device) if self.cuda else None
+        self.link_batch = torch.empty_like(arena.batch)
+
+    def serve(self, layer: int, x: torch.Tensor, sel: list[int], cfg, adapt_fetch: bool
+              ) -> torch.Tensor:
+        """The layer's expert outputs [k, D] in rank order: residents on the device, the
+        link share over the link (admitted into the arena when adapt-fetch allows), the rest
+        on the CPU; the three run concurrently."""
+        slots, add, tier = self.arena.slots, self.counters.add, self.tier
+        add(layer, "lookups", len(sel))
+        plan = slots.claim_layer(layer, sel, stream=False)
+        resident = [(r, c.slot) for r, c in enumerate(plan) if c.kind != MISS]
+        misses = [(r, e) for r, (c, e) in enumerate(zip(plan, sel)) if c.kind == MISS]
+        add(layer, "hits", len(resident))
+        add(layer, "sync_misses", len(misses))
+        link = tier.link_share(layer, misses, cfg.pcie_frac, by_count=adapt_fetch)
+        on_link = {r for r, _ in link}
+        cpu = [(r, (layer, e)) for r, e in misses if r not in on_link]
+        jobs, staging = [], iter(self.arena.bypass)
+        for r, e in link:
+            slot = None
+            if adapt_fetch:
+                slot = tier.admission_slot(layer, e, set(sel), cfg.adapt_fetch_min,
+                                           cfg.adapt_fetch_margin)
+            if slot is None:
+                jobs.append((r, (layer, e), next(staging), False))
+                continue
+            evicted = slots.place(slot, (layer, e), RESIDENT)
+            slots.pinned.add(slot)
+            if evicted is not None:
+                add(evicted[0], "evictions")
+            add(layer, "admissions")
+            tier.admitted.add(layer)
+            jobs.append((r, (layer, e), slot, cfg.adapt_fetch_verify))
+        link_job = self.link(x, jobs) if jobs else None
+        cpu_job = self.cpu(x, cpu) if cpu else None
+        ranks, parts = [], []
+        if resident:
+            with self.clock.span(layer, "vram_ms"):
+                parts.append(experts_out(x, self.arena.gather([s for _, s in resident])))
+            ranks += [r for r, _ in resident]
+        if link_job is not None:
+            out, secs, verified, mismatches = link_job.result()
+            parts.append(out)
+            ranks += [r for r, *_ in jobs]
+            add(layer, "link_ms", 1000 * secs)
+            add(layer, "link_experts", len(jobs))
+            add(layer, "bytes_link", len(jobs) * self.nbytes)
+            add(layer, "verified", verified)
+            add(layer, "mismatches", mismatches)
+        if cpu_job is not None:
+            out, secs = cpu_job.result()
+            parts.append(out.to(x.device, x.dtype))
+            ranks += [r for r, _ in cpu]
+            add(layer, "cpu_ms", 1000 * secs)
+            add(layer, "cpu_experts", len(cpu))
+        order = sorted(range(len(ranks)), key=ranks.__getitem__)  # back to rank order
+        return torch.cat(parts)[torch.tensor(order, device=x.device)]
+
+    def tier_round(self, cfg, adapt_fetch: bool) -> None:
+        """One round of the adaptive tier: its swaps copied over the link and counted."""
+        moves = self.tier.round(skip_admitted=cfg.adapt_fetch == 2 and adapt_fetch)
+        add = self.counters.add
+        for slot, key, evicted in moves:
+            self.copy_in(key, slot)
+            if evicted is not None:
+                add(evicted[0], "evictions")
+            add(key[0], "tier_swaps")
+            add(key[0], "bytes_link", self.nbytes)
 
     def link(self, x: torch.Tensor, jobs: list[tuple[int, tuple[int, int], int, bool]]
              ) -> Future:
-        """jobs: (rank, key, destination buffer, verify). Copies each expert from host RAM
-        into its destination (staging or an admitted arena slot), then computes it there.
-        Result: ({rank: output}, seconds, verified, mismatches); the seconds are the site's
-        own, the worker having waited for its device work."""
+        """jobs: (rank, key, destination row, verify). Copies each expert from host RAM
+        into its destination (a bypass row or an admitted arena slot), then computes them
+        there as one batch. Result: (outputs [m, D], seconds, verified, mismatches); the
+        seconds are the site's own, the worker having waited for its device work."""
         x_ready = None
-        if self.cuda:
+        if self.cuda:  # the copies wait for every compute queued so far (rows in use)
             x_ready = torch.cuda.Event()
             x_ready.record()
         return self._link.submit(self._run_link, x, x_ready, jobs)
 
     def cpu(self, x: torch.Tensor, jobs: list[tuple[int, tuple[int, int]]]) -> Future:
-        """jobs: (rank, key), computed from host RAM. Result: ({rank: output}, seconds)."""
-        return self._cpu.submit(self._run_cpu, x.cpu(), jobs)
+        """jobs: (rank, key), computed from host RAM. Result: (outputs [m, D], seconds)."""
+        return self._cpu.submit(self._run_cpu, x.to("cpu", self.host.dtype), jobs)
 
     def copy_in(self, key: tuple[int, int], dst: int) -> None:
-        """The expert's bytes over the link into device buffer `dst` (a tier swap or the
-        link share; on CUDA an upload on the current stream)."""
+        """The expert's bytes over the link into arena row `dst` (a tier swap or the link
+        share; on CUDA an upload on the current stream)."""
         t0 = time.perf_counter()
-        self.mem[dst].copy_(self.host.bufs[key], non_blocking=self.cuda)
+        self.mem[dst].copy_(self.host.row(key), non_blocking=self.cuda)
         self.link_line.pace(self.nbytes, t0)
 
     def _run_link(self, x, x_ready, jobs):
         t0 = time.perf_counter()
-        outs, verified, mismatches = {}, 0, 0
+        verified, mismatches = 0, 0
         stream = torch.cuda.stream(self.stream) if self.cuda else _no_stream()
         with stream:
             if x_ready is not None:
                 self.stream.wait_event(x_ready)
-            for rank, key, dst, verify in jobs:
+            for _, key, dst, verify in jobs:
                 self.copy_in(key, dst)
                 if verify:
                     verified += 1
-                    mismatches += not torch.equal(self.mem[dst].cpu(), self.host.bufs[key])
-                outs[rank] = expert_out(x, *self.views[dst])
+                    mismatches += not torch.equal(self.mem[dst].cpu(), self.host.row(key))
+            rows = torch.tensor([dst for _, _, dst, _ in jobs], device=self.mem.device)
+            batch = self.link_batch[:len(jobs)]
+            torch.index_select(self.mem, 0, rows, out=batch)
+            out = experts_out(x, self.arena.layout.weights(batch))
         if self.cuda:
             self.stream.synchronize()  # the outputs are ready for the compute stream
-        return outs, time.perf_counter() - t0, verified, mismatches
+        return out, time.perf_counter() - t0, verified, mismatches
 
     def _run_cpu(self, x, jobs):
         t0 = time.perf_counter()
-        outs = {}
-        for rank, key in jobs:
-            ts = time.perf_counter()
-            outs[rank] = expert_out(x, *self.host.views[key])
-            self.cpu_line.pace(self.nbytes, ts)
-        return outs, time.perf_counter() - t0
+        out = experts_out(x, self.host.gather([key for _, key in jobs]))
+        self.cpu_line.pace(self.nbytes * len(jobs), t0)
+        return out, time.perf_counter() - t0
 
     def close(self) -> None:
         self._link.shutdown(wait=True)

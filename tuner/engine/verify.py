@@ -18,16 +18,16 @@ import zlib
 
 import torch
 
-from tuner.engine.checkpoint import Checkpoint, Part, part_views, read_into
+from tuner.engine.checkpoint import Checkpoint, Part, read_into
 from tuner.engine.store import Read
 
 OFF, FINITE, CHECKSUM = 0, 1, 2
 
 
 def read_expert(ckpt: Checkpoint, layer: int, expert: int) -> bytearray:
-    """One expert's packed bytes, read with plain file reads (never a memory map: a file
-    cut short under a map ends the process with SIGBUS)."""
-    buf = bytearray(ckpt.expert_bytes)
+    """One expert's row (padding zero, as in the arena), read with plain file reads (never
+    a memory map: a file cut short under a map ends the process with SIGBUS)."""
+    buf = bytearray(ckpt.row_bytes)
     view = memoryview(buf)
     for ext in ckpt.extents(layer, expert):
         got = read_into(ext.path, ext.offset, view[ext.dst:ext.dst + ext.length])
@@ -39,9 +39,11 @@ def read_expert(ckpt: Checkpoint, layer: int, expert: int) -> bytearray:
 
 
 def non_finite(buf, parts: tuple[Part, ...]) -> int:
-    """How many values of an expert's matrices are NaN or infinite."""
-    packed = torch.frombuffer(buf, dtype=torch.uint8)
-    return sum(int((~torch.isfinite(v)).sum()) for v in part_views(packed, parts))
+    """How many values of an expert's matrices (and a quantized expert's scales) are NaN
+    or infinite."""
+    row = torch.frombuffer(buf, dtype=torch.uint8)
+    return sum(int((~torch.isfinite(row[p.offset:p.offset + p.nbytes].view(p.dtype))).sum())
+               for p in parts)
 
 
 class Verifier:

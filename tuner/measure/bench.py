@@ -16,7 +16,7 @@ import torch
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.counters import IDX
 from tuner.engine.decode import Engine, arena_slots
-from tuner.engine.model import expert_out
+from tuner.engine.model import compute_dtype, experts_out
 from tuner.engine.reference import Resident
 from tuner.engine.session import Session, model_folder, pick_device
 from tuner.engine.store import ReadPool
@@ -28,22 +28,26 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 4) if a and b else None
 
 
-def store_read(ckpt: Checkpoint, workers: int, direct: bool, experts: int = 256) -> dict:
+def store_read(ckpt: Checkpoint, workers: int, direct: bool, piece_kib: int = 256,
+               experts: int = 256) -> dict:
     """Raw read bandwidth of the expert store with the engine's own reader: `experts`
-    experts spread over the model, all queued at once."""
+    experts spread over the model, all queued at once, into memory already faulted in (as
+    the engine's rows are). Through the page cache the timed pass is the second one, as
+    the engine's reads are once the model has been read."""
     mc = ckpt.config
     total = mc.num_layers * mc.num_experts
     step = max(1, total // experts)
     keys = [divmod(i, mc.num_experts) for i in range(0, total, step)][:experts]
-    buf = torch.empty(len(keys), ckpt.expert_bytes, dtype=torch.uint8)
-    pool = ReadPool(workers, 0, direct, 256 * 1024)
+    buf = torch.zeros(len(keys), ckpt.row_bytes, dtype=torch.uint8)
+    pool = ReadPool(workers, 0, direct, piece_kib * 1024)
     try:
-        t0 = time.perf_counter()
-        reads = [pool.submit(k, ckpt.extents(*k), memoryview(buf[i].numpy()), False)
-                 for i, k in enumerate(keys)]
-        for r in reads:
-            pool.wait(r)
-        secs = time.perf_counter() - t0
+        for _ in range(1 if direct else 2):
+            t0 = time.perf_counter()
+            reads = [pool.submit(k, ckpt.extents(*k), memoryview(buf[i].numpy()), False)
+                     for i, k in enumerate(keys)]
+            for r in reads:
+                pool.wait(r)
+            secs = time.perf_counter() - t0
     finally:
         pool.close()
     nbytes = len(keys) * ckpt.expert_bytes
@@ -56,7 +60,7 @@ def read_bandwidth(cfg: Config, tokens: int) -> dict:
     misses (bytes read per second of time with reads in flight), both with O_DIRECT."""
     cfg = replace(cfg, io_direct=True, prefetch="off", cpu_pool=False, ssd_gbps=0.0)
     ckpt = Checkpoint(model_folder(cfg))
-    raw = store_read(ckpt, cfg.io_workers, direct=True)
+    raw = store_read(ckpt, cfg.io_workers, True, cfg.io_piece_kib)
     session = Session(cfg)
     try:
         session.run(tokens)
@@ -125,9 +129,12 @@ def _sites_run(cfg: Config, tokens: int) -> dict:
         session.engine.close()
 
 
-def pinned_copy_gbps(device: torch.device, nbytes: int = 256 << 20, reps: int = 5) -> float:
+def pinned_copy_gbps(device: torch.device, nbytes: int = 256 << 20, reps: int = 5,
+                     fresh: bool = False) -> float:
     """The link's limit: a plain copy of a page-locked host buffer to the device (CUDA
-    events), or a plain memory copy on a machine without a GPU."""
+    events), or a plain memory copy on a machine without a GPU. `fresh`: the host writes
+    the buffer before each copy, as a read into the staging ring does (only the copies are
+    timed)."""
     if device.type != "cuda":
         src = torch.empty(nbytes, dtype=torch.uint8)
         dst = torch.empty_like(src)
@@ -135,45 +142,59 @@ def pinned_copy_gbps(device: torch.device, nbytes: int = 256 << 20, reps: int = 
         for _ in range(reps):
             dst.copy_(src)
         return round(nbytes * reps / (time.perf_counter() - t0) / 1e9, 3)
-    src = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    src = torch.ones(nbytes, dtype=torch.uint8, pin_memory=True)
     dst = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    page = torch.ones(nbytes, dtype=torch.uint8) if fresh else None
     dst.copy_(src, non_blocking=True)  # warm
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
+    ms = 0.0
     for _ in range(reps):
+        if page is not None:
+            src.copy_(page)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
         dst.copy_(src, non_blocking=True)
-    end.record()
-    end.synchronize()
-    return round(nbytes * reps / (start.elapsed_time(end) / 1000) / 1e9, 3)
+        end.record()
+        end.synchronize()
+        ms += start.elapsed_time(end)
+    return round(nbytes * reps / (ms / 1000) / 1e9, 3)
 
 
 def cpu_expert_gbps(ckpt: Checkpoint, experts: int = 64) -> float:
-    """The CPU site's limit: expert bytes computed per second on the host, one at a time."""
+    """The CPU site's limit: expert bytes computed per second on the host, a layer's top-k
+    at a time, as the CPU site computes them."""
+    mc = ckpt.config
     host = HostCopy(ckpt)
-    keys = list(host.views)[:experts]
-    x = torch.randn(ckpt.config.hidden_size)
+    keys = [divmod(i, mc.num_experts) for i in range(min(experts, mc.num_layers * mc.num_experts))]
+    x = torch.randn(mc.hidden_size, dtype=host.dtype)
     t0 = time.perf_counter()
-    for key in keys:
-        expert_out(x, *host.views[key])
+    for i in range(0, len(keys), mc.top_k):
+        experts_out(x, host.gather(keys[i:i + mc.top_k]))
     return round(len(keys) * ckpt.expert_bytes / (time.perf_counter() - t0) / 1e9, 3)
 
 
 def link_bandwidth(cfg: Config, tokens: int) -> dict:
     """(d) achieved host-to-device bandwidth of the engine's uploads (CUDA events) against a
-    plain pinned copy measured in the same run."""
+    plain pinned copy of 256 MiB measured in the same run; beside it, plain pinned copies of
+    one expert (a layer's upload when it has a single miss), of a buffer the host left
+    alone and of one it has just written, as the store's reads write the staging ring."""
     device = pick_device(cfg.device)
     if device.type != "cuda":
         return {"skipped": "no CUDA device: the link is measured on a GPU only"}
     limit = pinned_copy_gbps(device)
-    session = Session(replace(cfg, prefetch="off", cpu_pool=False))
+    session = Session(replace(cfg, cpu_pool=False))
     try:
         session.run(tokens)
         t = session.snapshot()["totals"]
+        one = pinned_copy_gbps(device, session.ckpt.expert_bytes, reps=20)
+        fresh = pinned_copy_gbps(device, session.ckpt.expert_bytes, reps=20, fresh=True)
     finally:
         session.engine.close()
     return {"pinned_copy_gbps": limit, "engine_h2d_gbps": t["h2d_gbps"],
-            "ratio": _ratio(t["h2d_gbps"], limit), "bytes_h2d": t["bytes_h2d"],
-            "ms_per_token": t["ms_per_token"], "device": torch.cuda.get_device_name(device)}
+            "ratio": _ratio(t["h2d_gbps"], limit), "one_expert_copy_gbps": one,
+            "one_fresh_expert_copy_gbps": fresh,
+            "bytes_h2d": t["bytes_h2d"],
+            "ms_per_token": t["ms_per_token"], "prefetch": cfg.prefetch,
+            "device": torch.cuda.get_device_name(device)}
 
 
 def sites_sweep(cfg: Config, fracs: list[float], tokens: int, scale: float) -> dict:
@@ -219,13 +240,149 @@ def sites_sweep(cfg: Config, fracs: list[float], tokens: int, scale: float) -> d
                 "pcie_frac"], "tokens": tokens, "rows": rows}
 
 
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def limit(cfg: Config, tokens: int) -> dict:
+    """(e) The engine's ms per token at the current settings against their floor, from
+    pieces measured in the same run: the dense part of the model (everything but the routed
+    experts, fully resident), the routed experts' compute (a layer's top-k gathered from the
+    arena and computed as the engine does), and the bytes of the routed experts that were not
+    resident (misses, however fetched) over the slower of the store's raw read bandwidth and,
+    on a GPU, a plain pinned host-to-device copy. A layer cannot compute before its misses
+    arrive, so the transfer adds to the compute; the store and the link overlap each other."""
+    if cfg.cpu_pool:
+        return {"skipped": "cpu_pool serves misses at the link and CPU sites; the sites "
+                           "section measures those"}
+    device = pick_device(cfg.device)
+    ckpt = Checkpoint(model_folder(cfg))
+    session = Session(cfg)
+    try:
+        session.run(max(1, tokens // 2))  # the arena fills
+        session.reset_counters()
+        session.run(tokens)
+        t = session.snapshot()["totals"]
+        expert_ms = _expert_compute_ms(session.engine, tokens)
+    finally:
+        session.engine.close()
+    fetched = t["sync_misses"] + t["pf_late"] + t["pf_timely"]
+    miss_bytes = fetched * ckpt.expert_bytes / tokens
+    dense = Resident(ckpt, cfg.context, device, experts=False)
+    _time_steps(dense.step, [1] * min(8, tokens))  # warm
+    dense_ms = _time_steps(dense.step, [1] * tokens)
+    store = store_read(ckpt, cfg.io_workers, cfg.io_direct, cfg.io_piece_kib)["gbps"]
+    link = pinned_copy_gbps(device) if device.type == "cuda" else None
+    pipe = min(store, link) if link else store
+    transfer_ms = 1000 * miss_bytes / (pipe * 1e9)
+    floor = dense_ms + expert_ms + transfer_ms
+    return {"engine_ms_per_token": t["ms_per_token"], "floor_ms_per_token": round(floor, 3),
+            "ratio": _ratio(t["ms_per_token"], floor),
+            "dense_ms": round(dense_ms, 3), "expert_ms": round(expert_ms, 3),
+            "transfer_ms": round(transfer_ms, 3), "miss_bytes_per_token": round(miss_bytes),
+            "misses_per_token": round(fetched / tokens, 3), "store_gbps": store,
+            "link_gbps": link, "hit_rate": t["hit_rate"],
+            "bytes_read_per_token": t["bytes_per_token"], "arena_slots": session.engine.slots.n,
+            "tokens": tokens}
+
+
+def _expert_compute_ms(engine: Engine, tokens: int) -> float:
+    """ms a token spends computing routed experts: per layer, top-k arena rows gathered and
+    computed as one batch, over `tokens` tokens' worth of layers."""
+    mc, arena = engine.mc, engine.arena
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(mc.hidden_size, generator=g).to(engine.device, engine.dtype)
+    k = min(mc.top_k, arena.n)
+    rows = [torch.randperm(arena.n, generator=g)[:k].to(engine.device)
+            for _ in range(mc.num_layers)]
+
+    @torch.inference_mode()
+    def token(_tok, _pos):
+        for idx in rows:
+            out = experts_out(x, arena.gather_index(idx))
+        return out
+
+    _time_steps(token, [0] * 2)
+    return _time_steps(token, [0] * tokens) * mc.top_k / k
+
+
+def quantized(cfg: Config, tokens: int, bits: int = 4) -> dict:
+    """(f) What quantized experts save: the current model against its int`bits` copy (made
+    once into the model cache; groups of 64, or 32 where a matrix's input dimension needs
+    it) at the same arena share, bytes and ms per token from a run of each with the same
+    settings, and the copy's quality cost against the source."""
+    from tuner.engine import quant, synth
+    from tuner.measure.quality import compare
+
+    ckpt = Checkpoint(model_folder(cfg))
+    if ckpt.quant is not None:
+        return {"skipped": f"{ckpt.name} is already quantized; give a float model"}
+    mc = ckpt.config
+    group = 64 if mc.hidden_size % 64 == mc.expert_width % 64 == 0 else 32
+    q = quant.Quant(bits, group)
+    out = synth.cache_dir() / f"{ckpt.name}-int{bits}g{group}"
+    if not (out / "config.json").is_file():
+        routed = f".{ckpt.config.spec.moe}.experts."
+        quant.write_quantized(ckpt.folder, out, q, lambda name: routed in name)
+    runs = {}
+    for name, folder in (("source", ckpt.folder), ("quantized", out)):
+        session = Session(replace(cfg, model=str(folder)))
+        try:
+            session.run(tokens)
+            runs[name] = session.snapshot()["totals"]
+        finally:
+            session.engine.close()
+    a, b = runs["source"], runs["quantized"]
+    return {"bits": bits, "group": group, "model": str(out),
+            "source_expert_bytes": ckpt.expert_bytes,
+            "expert_bytes": Checkpoint(out).expert_bytes,
+            "source_bytes_per_token": a["bytes_per_token"], "bytes_per_token": b["bytes_per_token"],
+            "ratio": _ratio(a["bytes_per_token"], b["bytes_per_token"]),
+            "source_ms_per_token": a["ms_per_token"], "ms_per_token": b["ms_per_token"],
+            "source_hit_rate": a["hit_rate"], "hit_rate": b["hit_rate"], "tokens": tokens,
+            "quality": compare(ckpt, Checkpoint(out), pick_device(cfg.device), tokens,
+                               cfg.context)}
+
+
 PEER_PROMPT = [5, 17, 3, 60, 41, 8, 22, 90]
 
 
-def peer(cfg: Config, tokens: int) -> dict:
-    """This engine against transformers with accelerate's offloading on the same checkpoint
-    and the same fast-memory budget (dense weights plus the arena's expert bytes; the rest
-    of the weights offloaded to disk), greedy, tokens per second from one run."""
+def _greedy_ms(step, tokens: int, device: torch.device) -> tuple[list[int], float]:
+    """Greedy ids from PEER_PROMPT (prompt fed one token at a time) and ms per new token."""
+    ids = list(PEER_PROMPT)
+    _sync(device)
+    t0 = time.perf_counter()
+    for pos in range(len(PEER_PROMPT) + tokens - 1):
+        logits = step(ids[pos], pos)
+        if pos >= len(PEER_PROMPT) - 1:
+            ids.append(int(torch.argmax(logits)))
+    return ids, 1000 * (time.perf_counter() - t0) / tokens
+
+
+def _hf_generate_ms(model, tokens: int, device: torch.device) -> tuple[list[int], float]:
+    prompt = torch.tensor([PEER_PROMPT], device=device)
+    with torch.no_grad():
+        _sync(device)
+        t0 = time.perf_counter()
+        out = model.generate(prompt, max_new_tokens=tokens, min_new_tokens=tokens,
+                             do_sample=False, attention_mask=torch.ones_like(prompt))
+        _sync(device)
+    return out[0].tolist(), 1000 * (time.perf_counter() - t0) / tokens
+
+
+def _first_difference(a: list[int], b: list[int]) -> int | None:
+    return next((i - len(PEER_PROMPT) for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+
+
+def peer(cfg: Config, tokens: int, offload_tokens: int = 8) -> dict:
+    """This engine against transformers on the same checkpoint and prompt, greedy: the
+    engine streaming through its arena (current settings), the engine's fully resident
+    path, transformers with every weight in fast memory (eager attention), and
+    transformers with accelerate's offload at the engine's fast-memory budget (dense weights
+    plus the arena's expert bytes; the rest in host RAM on a GPU, on disk on a machine
+    without one) over `offload_tokens` tokens. ms per generated token from one run each,
+    after a warm-up; the tokens each side generated are compared."""
     try:
         import accelerate  # noqa: F401  (needed by transformers' device_map offload)
         import transformers
@@ -233,36 +390,56 @@ def peer(cfg: Config, tokens: int) -> dict:
         return {"skipped": f"needs transformers and accelerate: {err}"}
     import tempfile
 
-    cfg = replace(cfg, temperature=0.0, prefetch="off", cpu_pool=False, device="cpu")
+    device = pick_device(cfg.device)
+    cfg = replace(cfg, temperature=0.0, cpu_pool=False)
     ckpt = Checkpoint(model_folder(cfg))
+    if ckpt.quant is not None:
+        return {"skipped": "transformers cannot read this engine's quantized experts"}
     mc = ckpt.config
     slots = arena_slots(cfg.expert_cache, mc.num_layers, mc.num_experts)
     dense = sum(t.numel() * t.element_size() for t in ckpt.dense().values())
     budget = dense + slots * ckpt.expert_bytes
-    session = Session(cfg, prompt_ids=PEER_PROMPT)
+    resident = Resident(ckpt, cfg.context, device)
+    _greedy_ms(resident.step, 2, device)  # warm: kernels, handles
+    res_ids, res_ms = _greedy_ms(resident.step, tokens, device)
+    del resident
+    engine = Engine(ckpt, cfg, device)
     try:
-        t0 = time.perf_counter()
-        session.run(len(PEER_PROMPT) + tokens)  # one step more than the peer's forwards
-        ours_s = time.perf_counter() - t0
-        ours_ids = PEER_PROMPT + list(session.output_ids)[:tokens]
+        ids, ms = _greedy_ms(engine.step, tokens, device)
     finally:
-        session.engine.close()
-    with tempfile.TemporaryDirectory() as offload:
+        engine.close()
+    dtype = compute_dtype(ckpt.dtype, device)
+    load = dict(dtype=dtype, attn_implementation="eager")
+    full = transformers.AutoModelForCausalLM.from_pretrained(
+        str(ckpt.folder), device_map={"": device}, **load)
+    _hf_generate_ms(full, 2, device)
+    full_ids, full_ms = _hf_generate_ms(full, tokens, device)
+    del full
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    with tempfile.TemporaryDirectory() as folder:
+        offload = dict(max_memory={device.index or 0: budget, "cpu": 1 << 40}) \
+            if device.type == "cuda" else dict(max_memory={"cpu": budget}, offload_folder=folder)
         model = transformers.AutoModelForCausalLM.from_pretrained(
-            str(ckpt.folder), device_map="auto", max_memory={"cpu": budget},
-            offload_folder=offload, dtype=torch.float32)
-        placed = sorted(set(getattr(model, "hf_device_map", {}).values()))
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            out = model.generate(torch.tensor([PEER_PROMPT]), max_new_tokens=tokens,
-                                 min_new_tokens=tokens, do_sample=False)
-        theirs_s = time.perf_counter() - t0
-    theirs_ids = out[0].tolist()
-    return {"tokens": tokens, "budget_bytes": budget, "arena_slots": slots,
-            "peer_placement": placed, "engine_tok_s": round(tokens / ours_s, 3),
-            "peer_tok_s": round(tokens / theirs_s, 3),
-            "ratio": _ratio(theirs_s, ours_s), "same_tokens": ours_ids == theirs_ids,
-            "peer": f"transformers {transformers.__version__} with accelerate offload"}
+            str(ckpt.folder), device_map="auto", **offload, **load)
+        placed = sorted({str(v) for v in getattr(model, "hf_device_map", {}).values()})
+        _hf_generate_ms(model, 1, device)
+        off_ids, off_ms = _hf_generate_ms(model, offload_tokens, device)
+        del model
+    n = len(PEER_PROMPT)
+    return {"tokens": tokens, "offload_tokens": offload_tokens, "budget_bytes": budget,
+            "arena_slots": slots, "dtype": str(dtype), "device": str(device),
+            "engine_ms_per_token": round(ms, 3), "resident_ms_per_token": round(res_ms, 3),
+            "hf_ms_per_token": round(full_ms, 3), "offload_ms_per_token": round(off_ms, 3),
+            "offload_placement": placed,
+            "resident_vs_hf": _ratio(full_ms, res_ms), "engine_vs_offload": _ratio(off_ms, ms),
+            "engine_vs_hf": _ratio(full_ms, ms),
+            "first_difference": {"resident": _first_difference(ids, res_ids),
+                                 "hf": _first_difference(ids, full_ids),
+                                 "offload": _first_difference(ids[:n + offload_tokens],
+                                                              off_ids)},
+            "peer": f"transformers {transformers.__version__}, accelerate "
+                    f"{accelerate.__version__}"}
 
 
 def describe(cfg: Config) -> dict:

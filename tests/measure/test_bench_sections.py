@@ -1,0 +1,53 @@
+"""`tuner bench`'s engine sections on the tiny model: each prints its ratio, and the pieces
+of a figure add up to it (no timing is asserted)."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+
+import pytest
+
+from tuner.cli import main
+
+
+@pytest.fixture(scope="module")
+def bench(tiny_model, tmp_path_factory):
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, redirect_stdout(out):
+        mp.setenv("TUNER_HOME", str(tmp_path_factory.mktemp("home")))  # the int4 copy
+        assert main(["bench", "--only", "machinery,limit,quant,peer", "--tokens", "8",
+                     "--json", "--model", str(tiny_model), "--expert-cache", "16",
+                     "--io-workers", "2", "--io-urgent", "1", "--device", "cpu"]) == 0
+    return json.loads(out.getvalue())
+
+
+def test_machinery_runs_every_lookup_as_a_hit(bench):
+    r = bench["machinery"]
+    assert r["hit_rate"] == 100.0 and r["ratio"] > 0
+
+
+def test_limit_is_the_sum_of_its_measured_pieces(bench):
+    r = bench["limit"]
+    floor = r["dense_ms"] + r["expert_ms"] + r["transfer_ms"]
+    assert r["floor_ms_per_token"] == pytest.approx(floor, abs=0.002)
+    assert r["ratio"] == pytest.approx(r["engine_ms_per_token"] / r["floor_ms_per_token"],
+                                       abs=1e-3)
+    assert r["miss_bytes_per_token"] == pytest.approx(r["misses_per_token"] * 24576, rel=1e-3)
+    assert r["link_gbps"] is None and r["store_gbps"] > 0  # no link without a GPU
+
+
+def test_quant_compares_bytes_at_the_same_arena_share(bench):
+    r = bench["quant"]
+    assert (r["bits"], r["group"]) == (4, 32)  # the tiny model's experts are 32 wide
+    assert r["source_expert_bytes"] / r["expert_bytes"] == pytest.approx(32 / 4.5)
+    assert r["ratio"] == pytest.approx(r["source_bytes_per_token"] / r["bytes_per_token"],
+                                       abs=1e-3)
+    assert 0 <= r["quality"]["top1_agreement_pct"] <= 100
+
+
+def test_peer_decodes_the_same_tokens_as_transformers(bench):
+    r = bench["peer"]
+    assert r["first_difference"] == {"resident": None, "hf": None, "offload": None}
+    assert r["engine_vs_offload"] > 0 and r["resident_vs_hf"] > 0
