@@ -147,7 +147,10 @@ def test_engine_imports_no_ui_or_settings_library():
 def test_routed_counts_match_lookups(tiny_config):
     s = Session(tiny_config)
     s.run(30)
-    assert np.sum(s.engine.routed) == s.snapshot()["totals"]["lookups"]
+    routed, missed, tokens = s.engine.counters.expert_counts(window=False)
+    totals = s.snapshot()["totals"]
+    assert (np.sum(routed), np.sum(missed), tokens) == (totals["lookups"],
+                                                         totals["sync_misses"], 30)
     s.engine.close()
 
 
@@ -160,7 +163,7 @@ def test_failed_rebuild_keeps_the_running_engine(tiny_config, tmp_path):
     try:
         v = s.submit(replace(tiny_config, model=str(bad)))
         assert s.wait_applied(v, 30)
-        assert "unsupported model_type 'llama'" in s.rejection(v)
+        assert "model_type 'llama' is not supported" in s.rejection(v)
         snap = s.snapshot()
         assert snap["state"] == "running" and snap["settings"]["model"] == str(tiny_config.model)
         tokens = snap["tokens"]

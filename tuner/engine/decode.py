@@ -96,7 +96,6 @@ class Engine:
         self.limbo_new: list[int] = []
         self.limbo_old: list[int] = []
         self.prev_sel: list[list[int] | None] = [None] * L
-        self.routed = np.zeros((L, E))  # routings per (layer, expert), for popularity
         self.route_log: RouteLog | None = None  # set one to record routings
         self.tier = Tier(L, E, self.slots)
         self.sites: Sites | None = None  # made when cpu_pool is first switched on
@@ -148,6 +147,15 @@ class Engine:
     def resident_counts(self) -> list[int]:
         return [self.slots.resident_per_layer[l] for l in range(self.mc.num_layers)]
 
+    def resident_map(self) -> np.ndarray:
+        """[L, E] bool: which experts are resident now (a walk over the slots)."""
+        resident = np.zeros((self.mc.num_layers, self.mc.num_experts), dtype=bool)
+        keys = [k for k, state in zip(self.slots.key, self.slots.state) if state == RESIDENT]
+        if keys:
+            layers, experts = zip(*keys)
+            resident[list(layers), list(experts)] = True
+        return resident
+
     # -- one token ---------------------------------------------------------------------
     def reset_sequence(self) -> None:
         """A new conversation: the prev-token predictor has nothing to go on."""
@@ -179,7 +187,7 @@ class Engine:
         dec, cfg = self.dec, self.cfg
         logits = dec.router_logits(l, x)
         sel, selected = self._route(l, logits)
-        self.routed[l, sel] += 1
+        self.counters.per_expert.sel[l] = sel
         self.tier.observe(l, sel, cfg.adapt_decay)
         if self.route_log is not None:
             self.route_log.add(sel, logits)
@@ -261,7 +269,7 @@ class Engine:
     def _claim(self, layer: int, sel: list[int]) -> list[tuple[int, Read | None, object]]:
         """(buffer index, read to wait for or None, CUDA event to wait for or None) per rank.
         A late speculative read keeps its speculative flag: its bytes count as speculative."""
-        slots, add = self.slots, self.counters.add
+        slots, add, miss = self.slots, self.counters.add, self.counters.per_expert.miss
         add(layer, "lookups", len(sel))
         plan = slots.claim_layer(layer, sel)
         for key in slots.evicted:
@@ -269,7 +277,7 @@ class Engine:
         slots.evicted.clear()
         staging = iter(self.staging)
         sources: list[tuple[int, Read | None, object]] = []
-        for (kind, slot), e in zip(plan, sel):
+        for rank, ((kind, slot), e) in enumerate(zip(plan, sel)):
             read, ready = None, None
             if kind == "hit":
                 add(layer, "hits")
@@ -290,6 +298,7 @@ class Engine:
                     slot = next(staging)
                     add(layer, "bypass")
                 add(layer, "sync_misses")
+                miss[layer, rank] = True
                 read = self._read((layer, e), slot, speculative=False)
             sources.append((slot, read, ready))
         return sources
@@ -348,6 +357,7 @@ class Engine:
         misses = [(r, e) for r, ((kind, _), e) in enumerate(zip(plan, sel)) if kind == "miss"]
         add(layer, "hits", len(resident))
         add(layer, "sync_misses", len(misses))
+        self.counters.per_expert.miss[layer, [r for r, _ in misses]] = True
         link = tier.link_share(layer, misses, cfg.pcie_frac, by_count=self.adapt_fetch)
         on_link = {r for r, _ in link}
         cpu = [(r, (layer, e)) for r, e in misses if r not in on_link]

@@ -168,8 +168,9 @@ def write_tokenizer(r: Recipe, folder: Path) -> None:
     tok.save(str(Path(folder) / "tokenizer.json"))
 
 
-def write(r: Recipe, folder: Path) -> Path:
-    """Writes the checkpoint into `folder` (atomically: a temp folder renamed at the end)."""
+def write(r: Recipe, folder: Path, progress=None) -> Path:
+    """Writes the checkpoint into `folder` (atomically: a temp folder renamed at the end).
+    `progress(done, total)` is called after each shard."""
     folder = Path(folder)
     tmp = folder.with_name(folder.name + ".partial")
     tmp.mkdir(parents=True, exist_ok=True)
@@ -184,6 +185,8 @@ def write(r: Recipe, folder: Path) -> Path:
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp / fname),
                   metadata={"format": "pt"})
         weight_map.update({k: fname for k in tensors})
+        if progress is not None:
+            progress(i + 1, n)
     total = sum((tmp / f).stat().st_size for f in set(weight_map.values()))
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
     (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
@@ -205,11 +208,15 @@ def default_model_path(recipe: Recipe = DEFAULT) -> Path:
     return cache_dir() / recipe.name
 
 
-def ensure(recipe: Recipe = DEFAULT, folder: Path | None = None) -> Path:
-    """The model folder, made first if it is not there yet."""
+def is_made(recipe: Recipe = DEFAULT) -> bool:
+    return (default_model_path(recipe) / "config.json").is_file()
+
+
+def ensure(recipe: Recipe = DEFAULT, folder: Path | None = None, progress=None) -> Path:
+    """The model folder, made first if it is not there yet (`progress`: see write)."""
     folder = Path(folder) if folder else default_model_path(recipe)
     if not (folder / "config.json").is_file():
-        write(recipe, folder)
+        write(recipe, folder, progress)
     elif not (folder / "tokenizer.json").is_file():  # made by an earlier version
         write_tokenizer(recipe, folder)
     return folder
