@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from tuner.ab_job import ABRunner
+from tuner.engine.model import ModelConfig, ModelError
 from tuner.engine.session import Session
 from tuner.knobs import KNOBS
 from tuner.presets import Preset, Store, knob_diff
 from tuner.settings import Settings, SettingsError, apply, to_config
+from tuner.traces.curve import LiveCurve
 
 
 def session_base(current: Settings) -> Settings:
@@ -26,11 +28,15 @@ def session_base(current: Settings) -> Settings:
 
 
 def check_model(folder: str) -> None:
-    """Rejects a folder that is not a model before it reaches the engine, so the answer
-    names the knob instead of reporting a failed rebuild."""
-    if folder and not (Path(folder) / "config.json").is_file():
+    """Rejects a folder whose config is not a usable model's before it reaches the engine,
+    so the answer names the knob instead of reporting a failed rebuild."""
+    if not folder:
+        return
+    try:
+        ModelConfig.read(Path(folder))
+    except ModelError as err:
         raise SettingsError({"model": f"model (STRATA_MODEL) = {folder!r} is not a model "
-                                      "folder: it has no config.json"})
+                                      f"folder: {err}"}) from None
 
 
 class Controller:
@@ -42,6 +48,12 @@ class Controller:
         self.apply_timeout = apply_timeout
         self._lock = threading.Lock()  # one settings change at a time
         self.ab = ABRunner(self)
+        self.curve = LiveCurve(session)
+
+    def close(self) -> None:
+        """Stops the session and the curve's worker process."""
+        self.curve.close()
+        self.session.stop()
 
     @property
     def version(self) -> int:
@@ -49,8 +61,8 @@ class Controller:
 
     def change(self, changes: Mapping[str, Any]) -> int:
         """Validates `changes` on top of the current settings as a whole and applies them at
-        the next token boundary; returns the new settings version. Raises SettingsError and
-        changes nothing when any value is bad."""
+        the next token boundary; returns the new settings version (the current one when
+        nothing changes). Raises SettingsError and changes nothing when any value is bad."""
         with self._lock:
             new = apply(self.settings, changes)
             return self._submit(new)
@@ -60,6 +72,8 @@ class Controller:
             return self._submit(settings)
 
     def _submit(self, new: Settings) -> int:
+        if new == self.settings:  # no version, and no change marker, for no change
+            return self.version
         if new.model != self.settings.model:
             check_model(new.model)
         version = self.session.submit(to_config(new))
@@ -86,9 +100,10 @@ class Controller:
         sets it."""
         return self.replace(self.preset_settings(name))
 
-    def save_preset(self, name: str, description: str = "", based_on: str | None = None
-                    ) -> Preset:
-        return self.store.save(name, self.settings, description, based_on)
+    def save_preset(self, name: str, description: str | None = None,
+                    based_on: str | None = None, overwrite: bool = False) -> Preset:
+        """Saves the current settings; see Store.save for shipped names and overwriting."""
+        return self.store.save(name, self.settings, description, based_on, overwrite)
 
     def diff(self, a: str, b: str | None = None) -> list[dict[str, Any]]:
         """Knobs that differ between preset `a` and preset `b` (or the current settings)."""

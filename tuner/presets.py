@@ -10,8 +10,10 @@
     [knobs]            # only the knobs that differ from the defaults
     moce_bonus = 0.85
 
-Shipped presets live in the repository's `presets/` folder and are read-only; user presets
-live in the user folder and shadow shipped ones of the same name. Names are plain words
+Shipped presets live in the repository's `presets/` folder and are read-only: no user
+preset may be saved under a shipped name (a user file of that name, made by hand, shadows
+the shipped one). Saving over a user preset needs `overwrite`, and keeps its description
+unless a new one is given. Names are plain words
 (letters, digits, `.`, `_`, `-`), so no name can reach outside its folder. Writes are
 atomic (temporary file, then rename). A broken file is reported with its path and line.
 """
@@ -42,6 +44,14 @@ class PresetError(ValueError):
         self.where, self.line = where, line
         at = f"{where}:{line}" if line else where
         super().__init__(f"{at}: {message}")
+
+
+class ReadOnlyPreset(PresetError):
+    """A shipped preset: it can be applied, not replaced or deleted."""
+
+
+class PresetExists(PresetError):
+    """A user preset of that name exists and the save did not say to overwrite it."""
 
 
 @dataclass
@@ -171,10 +181,24 @@ class Store:
                             "error": str(err)})
         return out
 
-    def save(self, name: str, settings: Settings, description: str = "",
-             based_on: str | None = None) -> Preset:
+    def save(self, name: str, settings: Settings, description: str | None = None,
+             based_on: str | None = None, overwrite: bool = False) -> Preset:
+        """`description` None keeps the description of the preset it replaces."""
         check_name(name)
-        meta = {"name": name, "description": description,
+        if (self.shipped / f"{name}.toml").is_file():
+            raise ReadOnlyPreset(name, "a shipped preset has that name, and shipped presets "
+                                 "cannot be replaced; save under another name")
+        path = self.user / f"{name}.toml"
+        if path.is_file():
+            if not overwrite:
+                raise PresetExists(name, "a user preset of that name exists; overwrite it "
+                                   "or save under another name")
+            if description is None:
+                try:
+                    description = load_file(path).meta.get("description", "")
+                except PresetError:  # replacing a broken file: nothing to keep
+                    description = ""
+        meta = {"name": name, "description": description or "",
                 "created": datetime.now(UTC).isoformat(timespec="seconds"),
                 "engine_version": __version__}
         if based_on:
@@ -188,19 +212,19 @@ class Store:
                 tomli_w.dump(doc, f)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, self.user / f"{name}.toml")
+            os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
             raise
-        return Preset(name, knobs, meta, self.user / f"{name}.toml", False)
+        return Preset(name, knobs, meta, path, False)
 
     def delete(self, name: str) -> None:
         check_name(name)
         path = self.user / f"{name}.toml"
         if not path.is_file():
-            shipped = (self.shipped / f"{name}.toml").is_file()
-            raise PresetError(name, "shipped presets cannot be deleted" if shipped
-                              else "no user preset of that name")
+            if (self.shipped / f"{name}.toml").is_file():
+                raise ReadOnlyPreset(name, "shipped presets cannot be deleted")
+            raise PresetError(name, "no user preset of that name")
         path.unlink()
 
 

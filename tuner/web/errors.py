@@ -7,7 +7,7 @@ from fastapi.exceptions import RequestValidationError, WebSocketRequestValidatio
 from fastapi.responses import JSONResponse
 from starlette.websockets import WebSocket
 
-from tuner.presets import PresetError
+from tuner.presets import PresetError, PresetExists, ReadOnlyPreset
 from tuner.settings import SettingsError
 
 
@@ -23,6 +23,13 @@ async def preset_error(_: Request, err: PresetError) -> JSONResponse:
     # Missing names and bad names are answered earlier (404, 400); what is left is a
     # preset file that could not be used, reported with its file and line.
     return JSONResponse({"detail": str(err)}, status_code=422)
+
+
+async def preset_conflict(_: Request, err: PresetError) -> JSONResponse:
+    """403: a shipped preset cannot be replaced; 409: a user preset exists and the save did
+    not say to overwrite it."""
+    return JSONResponse({"detail": str(err)},
+                        status_code=403 if isinstance(err, ReadOnlyPreset) else 409)
 
 
 async def request_error(_: Request, err: RequestValidationError) -> JSONResponse:
@@ -52,5 +59,7 @@ def _problems(errors) -> dict[str, str]:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(SettingsError, settings_error)
     app.add_exception_handler(PresetError, preset_error)
+    app.add_exception_handler(ReadOnlyPreset, preset_conflict)
+    app.add_exception_handler(PresetExists, preset_conflict)
     app.add_exception_handler(RequestValidationError, request_error)
     app.add_exception_handler(WebSocketRequestValidationError, websocket_request_error)

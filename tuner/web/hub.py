@@ -29,7 +29,7 @@ class Frame:
 
     def __init__(self, snapshot: dict[str, Any]):
         self.snapshot = snapshot
-        self.pages: dict[str, str] = {}  # the page's fragments of this snapshot, by view
+        self.pages: dict[Any, str] = {}  # the page's fragments of this snapshot, by view
 
     @cached_property
     def json(self) -> str:

@@ -6,11 +6,12 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from tuner.presets import Preset, PresetError
+from tuner.presets import Preset
 from tuner.web.deps import ControllerDep, PresetName, StoreDep, preset_name
 from tuner.web.schemas import (
     BAD_JSON,
     BAD_PRESET,
+    SAVE_CONFLICT,
     DiffRow,
     MessageError,
     PresetBody,
@@ -42,10 +43,12 @@ def show(name: PresetName, store: StoreDep) -> dict[str, Any]:
 
 
 @router.post("/{name}", response_model=PresetBody, status_code=201,
-             responses={**BAD_JSON, 400: BAD_PRESET[400], 422: {"model": ProblemsError}})
+             responses={**BAD_JSON, 400: BAD_PRESET[400], **SAVE_CONFLICT,
+                        422: {"model": ProblemsError}})
 def save(name: PresetName, body: SaveRequest, controller: ControllerDep) -> dict[str, Any]:
-    """Saves the current settings (only the knobs that differ from the defaults)."""
-    return controller.save_preset(name, body.description).as_dict()
+    """Saves the current settings (only the knobs that differ from the defaults). A user
+    preset of that name is replaced only with `overwrite`; a shipped name is refused."""
+    return controller.save_preset(name, body.description, overwrite=body.overwrite).as_dict()
 
 
 @router.post("/{name}/apply", response_model=SettingsState,
@@ -63,10 +66,7 @@ def apply(name: PresetName, controller: ControllerDep) -> dict[str, Any]:
                         "read-only"}})
 def delete(name: PresetName, store: StoreDep) -> None:
     known(store, name)
-    try:
-        store.delete(name)
-    except PresetError as err:  # the name exists, so it is a shipped one
-        raise HTTPException(403, str(err)) from None
+    store.delete(name)  # a shipped one: ReadOnlyPreset, answered 403
 
 
 @router.get("/{name}/diff", response_model=list[DiffRow], responses=BAD_PRESET)
