@@ -15,8 +15,11 @@ only while someone asks for the curve.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
+import os
+import sys
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -111,6 +114,14 @@ def _summary(source: dict[str, Any], curve: dict[str, Any]) -> dict[str, Any]:
             **curve, "at_arena": here, "gap_pp": gap, "next": nxt, "notes": notes}
 
 
+def _quiet() -> None:
+    """In the worker process: it writes nothing to the terminal a UI may be drawing on
+    (its results and errors come back through the future)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+
+
 def _compute(source: dict[str, Any]) -> dict[str, Any]:
     """In the worker process."""
     curve = hit_curve(source["routings"], source["window"], source["num_experts"],
@@ -161,10 +172,14 @@ class LiveCurve:
         source = _read(self.session)
         if len(source["routings"]) == 0:
             return  # nothing decoded yet
-        if self._pool is None:
-            # spawn: a fork would copy the engine's threads and torch's state
-            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        self._running, self._running_key = self._pool.submit(_compute, source), key
+        # The pool's first lock starts multiprocessing's resource tracker, which is handed
+        # sys.stderr by file descriptor; a terminal UI's stand-in for it has none.
+        with contextlib.redirect_stderr(sys.__stderr__):
+            if self._pool is None:
+                # spawn: a fork would copy the engine's threads and torch's state
+                self._pool = ProcessPoolExecutor(
+                    1, mp_context=multiprocessing.get_context("spawn"), initializer=_quiet)
+            self._running, self._running_key = self._pool.submit(_compute, source), key
 
     def fresh(self, timeout: float) -> dict[str, Any] | None:
         """A curve of the session as it is now: waits for the one it starts (or the one
