@@ -6,7 +6,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.cli import add_knob_flags, engine_settings, print_json
 from tuner.engine import synth
 from tuner.engine.session import Session
 from tuner.engine.stats import routing_stats
@@ -46,7 +46,7 @@ def _make(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    session = Session(to_config(settings_from_args(args)))
+    session = Session(to_config(engine_settings(args)))
     try:
         session.run(args.tokens)
         stats = routing_stats(session)

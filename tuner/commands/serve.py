@@ -7,7 +7,7 @@ import ipaddress
 import os
 import socket
 
-from tuner.cli import add_knob_flags, settings_from_args
+from tuner.cli import add_knob_flags, engine_settings
 
 DEFAULT_PORT = 8765
 
@@ -48,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
     from tuner.web.app import create_app
     from tuner.web.limits import MAX_BODY
 
-    settings = settings_from_args(args)
+    settings = engine_settings(args)
     # Bound before the engine starts: a port in use fails at once, and the URL printed
     # below already accepts connections.
     ipv6 = ":" in args.host
@@ -58,16 +58,21 @@ def main(args: argparse.Namespace) -> int:
     except OSError as err:
         raise SystemExit(f"tuner serve: cannot listen on {args.host}:{args.port}: {err}") \
             from None
-    session = Session(to_config(settings))
-    session.start()
     try:
-        app = create_app(Controller(session, settings, Store()), args.token)
+        session = Session(to_config(settings))
+    except BaseException:
+        sock.close()
+        raise  # a bad model folder: cli reports its one line
+    session.start()
+    controller = Controller(session, settings, Store())
+    try:
+        app = create_app(controller, args.token)
         host = f"[{args.host}]" if ipv6 else args.host
         print(f"tuner: serving {session.ckpt.name} at http://{host}:{args.port}/"
               + (" (token required)" if args.token else ""), flush=True)
         config = uvicorn.Config(app, log_level="warning", ws_max_size=MAX_BODY)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
-        session.stop()
+        controller.close()
         sock.close()
     return 0
