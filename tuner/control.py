@@ -20,6 +20,11 @@ from tuner.presets import Preset, Store, knob_diff
 from tuner.settings import Settings, SettingsError, apply, to_config
 from tuner.traces.curve import LiveCurve
 
+# While a UI or the server shares the engine's process, a thread that wants the GIL waits
+# at most this long for its holder (Python's default is 5 ms), so the decode thread gets it
+# back soon after an event loop took it between two of its torch calls.
+GIL_SWITCH_S = 0.001
+
 
 def session_base(current: Settings) -> Settings:
     """Defaults, except the session group, which keeps its current values."""

@@ -96,7 +96,9 @@ def _print(out: dict) -> None:
         print(f"(c) telemetry: {r['tok_s_with']} tok/s with {r['clients']} websocket clients "
               f"at {r['rate']}/s / {r['tok_s_without']} tok/s without = {r['ratio']} "
               f"({r['updates_per_client_s']} updates per client a second, "
-              f"{len(r['errors'])} errors)")
+              f"{len(r['errors'])} errors); the clients cost "
+              f"{r['cpu_share_paused_with_clients'] - r['cpu_share_paused']:.1f} % of a core "
+              "with the engine paused")
     if "link" in out:
         r = out["link"]
         print(f"(d) link: {r['skipped']}" if "skipped" in r else

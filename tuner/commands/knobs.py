@@ -7,7 +7,6 @@ import argparse
 from tuner.cli import print_json
 from tuner.knobs import KNOBS
 
-
 HEADER = ("group", "knob", "env", "default", "allowed", "unit", "class", "what it does")
 
 

@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
     from tuner.presets import Store
     from tuner.settings import to_config
     from tuner.web.app import create_app
-    from tuner.web.limits import MAX_BODY
+    from tuner.web.local import server_config
 
     settings = engine_settings(args)
     # Bound before the engine starts: a port in use fails at once, and the URL printed
@@ -70,8 +70,7 @@ def main(args: argparse.Namespace) -> int:
         host = f"[{args.host}]" if ipv6 else args.host
         print(f"tuner: serving {session.ckpt.name} at http://{host}:{args.port}/"
               + (" (token required)" if args.token else ""), flush=True)
-        config = uvicorn.Config(app, log_level="warning", ws_max_size=MAX_BODY)
-        uvicorn.Server(config).run(sockets=[sock])
+        uvicorn.Server(server_config(app)).run(sockets=[sock])
     finally:
         controller.close()
         sock.close()

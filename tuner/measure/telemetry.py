@@ -18,6 +18,13 @@ from tuner.web.app import create_app
 from tuner.web.local import serve_in_thread
 
 
+def _cpu_share(seconds: float) -> float:
+    """This process's CPU seconds per second over `seconds`."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    time.sleep(seconds)
+    return (time.process_time() - c0) / (time.perf_counter() - t0)
+
+
 def _tok_s(session: Session, seconds: float) -> float:
     start, t0 = session.tokens, time.perf_counter()
     time.sleep(seconds)
@@ -62,7 +69,11 @@ class _Clients:
 def telemetry(cfg: Config, seconds: float = 5.0, clients: int = 10, rate: float = 10.0,
               rounds: int = 2) -> dict:
     """Tokens per second with `clients` websocket clients at `rate` updates a second against
-    none, alternated none / clients `rounds` times on one running session."""
+    none, alternated none / clients `rounds` times on one running session. Then, with the
+    session paused, the share of a core the same clients cost the process: the telemetry's
+    own work per frame (snapshots, encoding, sending, and the clients reading, which run
+    in this process too), a figure another process's load disturbs far less than a rate
+    of tokens."""
     session = Session(cfg)
     session.start()
     controller = Controller(session, validate(config_dict(cfg)))
@@ -78,6 +89,11 @@ def telemetry(cfg: Config, seconds: float = 5.0, clients: int = 10, rate: float 
                     watched.append(_tok_s(session, seconds))
                     frames.append(sum(c.frames) - sum(start))
                 errors += c.errors
+            session.pause()
+            idle = _cpu_share(seconds)
+            with _Clients(ws_url, clients, rate) as c:
+                streaming = _cpu_share(seconds)
+            errors += c.errors
     finally:
         session.stop()
     none, some = statistics.mean(bare), statistics.mean(watched)
@@ -87,4 +103,6 @@ def telemetry(cfg: Config, seconds: float = 5.0, clients: int = 10, rate: float 
             "runs_without": [round(x, 2) for x in bare],
             "runs_with": [round(x, 2) for x in watched],
             "updates_per_client_s": round(statistics.mean(frames) / clients / seconds, 2),
+            "cpu_share_paused": round(100 * idle, 2),
+            "cpu_share_paused_with_clients": round(100 * streaming, 2),
             "errors": errors}

@@ -18,15 +18,13 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from tuner.control import Controller
+from tuner.control import GIL_SWITCH_S, Controller
 from tuner.knobs import KNOBS
 from tuner.presets import PresetError, PresetExists
 from tuner.settings import SettingsError
 from tuner.ui.backend import Backend, BackendError, Conflict, Rejected, State
 
 T = TypeVar("T")
-
-GIL_SWITCH_S = 0.001
 
 
 class EmbeddedBackend(Backend):
