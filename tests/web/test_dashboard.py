@@ -13,7 +13,7 @@ from tests.web.live import serve
 from tuner.engine.counters import HEADLINES
 from tuner.format import ALL, COLUMN_SETS, COLUMNS, columns_of, figure
 from tuner.knobs import KNOBS
-from tuner.web.page import HEAT_LEVELS, PageView, heat, table_html
+from tuner.web.page import HEAT_LEVELS, PageView, body_html, head_html, heat
 
 
 def test_page_has_a_field_per_knob_a_chart_per_headline_and_every_column_set(live):
@@ -70,8 +70,9 @@ def test_live_stream_sends_html_one_update_at_a_time(live):
     first, held, second = asyncio.run(main())
     assert held is None
     assert 'data-col="hit_rate"' in first and 'data-col="stall_ms"' not in first
+    assert second.startswith('<thead id="layers-head">')  # the set changed: a new header
     assert 'data-col="stall_ms"' in second and 'data-col="hit_rate"' not in second
-    assert first.startswith('<table id="layers">') and 'id="knobs"' in first
+    assert first.startswith('<thead id="layers-head">') and 'id="knobs"' in first
     assert "window (" in first and "cumulative (" in second
     assert 'id="knobs"' not in second  # the settings version did not move
 
@@ -88,7 +89,7 @@ def test_page_view_sends_the_knob_panel_only_when_the_version_moves(live):
 def test_the_layer_table_shows_a_column_set_with_its_unit_once(live):
     live.wait_tokens(3)
     rows = live.session.snapshot()["window"]["layers"]
-    bytes_only = table_html(rows, "bytes")
+    bytes_only = head_html("bytes") + body_html(rows, "bytes")
     names = re.findall(r'<th data-col="(\w+)" title=', bytes_only)
     assert names == [c.name for c in columns_of("bytes")[1:]]
     assert bytes_only.count('<th class="unit"') == 1 and ">bytes</th>" in bytes_only
@@ -96,7 +97,7 @@ def test_the_layer_table_shows_a_column_set_with_its_unit_once(live):
     first = rows[0]
     cell = f'data-v="{first["bytes_demand"]}">{figure(first["bytes_demand"], "bytes")}</td>'
     assert cell in bytes_only
-    everything = table_html(rows, ALL)
+    everything = head_html(ALL) + body_html(rows, ALL)
     assert all(f'data-col="{c.name}"' in everything for c in COLUMNS)
 
 

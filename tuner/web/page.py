@@ -2,9 +2,10 @@
 extension swaps into the page by id.
 
 Every figure is the snapshot's own, written by the one formatter (`tuner.format.figure`).
-The layer table shows one column set at a time, the terminal UI's (one per unit, then all),
-and goes as one whole `<table>`, first in each message: its header changes with the set,
-and the HTML parser drops table parts that follow other elements. Its cells carry no ids:
+The layer table shows one column set at a time, the terminal UI's (one per unit, then all).
+Its `<tbody>` goes first in each message, after the `<thead>` when the set changed (the
+HTML parser drops table parts that follow other elements; a header swapped with every
+update could not be clicked reliably). Its cells carry no ids:
 htmx matches every id of swapped content against the page while settling, and with 64 x 33
 cell ids (or as many out-of-band cell swaps) one update took seconds in Chromium.
 """
@@ -35,18 +36,26 @@ def layer_rows(snapshot: dict[str, Any], view: str) -> list[dict[str, Any]]:
     return snapshot["window"]["layers"] if view == "window" else snapshot["layers"]
 
 
-def table_html(rows: list[dict[str, Any]], column_set: str) -> str:
-    """The layer table: the layer column, then the set's columns under one header cell
+def head_html(column_set: str) -> str:
+    """The layer table's header: the layer column, then the set's columns under one cell
     per unit."""
     columns = columns_of(column_set)[1:]
-    out = ['<table id="layers"><thead><tr><th rowspan="2" data-col="layer">layer</th>']
+    out = ['<thead id="layers-head"><tr><th rowspan="2" data-col="layer">layer</th>']
     for unit, group in groupby(columns, key=lambda c: c.unit):
         out.append(f'<th class="unit" colspan="{len(list(group))}">{escape(unit)}</th>')
     out.append("</tr><tr>")
     for c in columns:
         out.append(f'<th data-col="{c.name}" title="{escape(c.help)} ({escape(c.unit)})">'
                    f'{c.name}</th>')
-    out.append("</tr></thead><tbody>")
+    out.append("</tr></thead>")
+    return "".join(out)
+
+
+def body_html(rows: list[dict[str, Any]], column_set: str) -> str:
+    """The layer table's rows: each cell written by the one formatter, shaded by its place
+    in its column, and carrying its value for sorting."""
+    columns = columns_of(column_set)[1:]
+    out = ['<tbody id="layers-body">']
     cells = []
     for c in columns:
         values = [row.get(c.name) for row in rows]
@@ -60,7 +69,7 @@ def table_html(rows: list[dict[str, Any]], column_set: str) -> str:
             raw = "" if value is None else f' data-v="{value}"'
             out.append(f'<td data-col="{c.name}"{shade}{raw}>{escape(text)}</td>')
         out.append("</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody>")
     return "".join(out)
 
 
@@ -114,6 +123,7 @@ class PageView:
         self._knob_panel = knob_panel
         self._sent_version = version  # the knob panel the page already shows
         self._sent_changes: int | None = None
+        self._sent_head: str | None = None  # the column set of the header the page shows
 
     def set_view(self, view: Any) -> None:
         if view in VIEWS:
@@ -129,10 +139,13 @@ class PageView:
         shared = {} if shared is None else shared
         key = (self.view, self.columns)
         if key not in shared:
-            shared[key] = (table_html(layer_rows(snapshot, self.view), self.columns)
+            shared[key] = (body_html(layer_rows(snapshot, self.view), self.columns)
                            + status_html(snapshot, self.view)
                            + text_html(snapshot.get("text")))
         parts = [shared[key]]
+        if self._sent_head != self.columns:
+            self._sent_head = self.columns
+            parts.insert(0, head_html(self.columns))
         changes = snapshot["changes"]
         latest_change = changes[-1]["version"] if changes else 0
         if latest_change != self._sent_changes:

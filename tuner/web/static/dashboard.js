@@ -4,7 +4,7 @@
 (function () {
   "use strict";
   const MAX_POINTS = 600; // the charts keep the newest points; nothing is averaged
-  const CHART_HEIGHT = 190;
+  const CHART_HEIGHT = 220;
   const live = document.getElementById("live");
   const base = live.dataset.base;
   const connection = document.getElementById("connection");
@@ -114,6 +114,7 @@
     followWidth(figure, plot, CHART_HEIGHT);
     return { key: figure.dataset.key, ys, plot, note: figure.querySelector(".chart-note") };
   });
+  stats.charts = charts.map((c) => c.plot);
 
   function changeMarkers() {
     return {
@@ -178,11 +179,12 @@
   }
 
   // -- API polling -----------------------------------------------------------------------
-  // Asks `path` every `period` ms while the page is visible, one request at a time.
+  // Asks `path` every `period` ms while the page is visible and connected, one request at
+  // a time.
   function poll(path, period, show, failed) {
     let busy = false;
     async function once() {
-      if (busy || document.visibilityState !== "visible") return;
+      if (busy || document.visibilityState !== "visible" || connection.className !== "up") return;
       busy = true;
       try {
         const response = await fetch(`${base}${path()}`, { headers });
