@@ -291,9 +291,9 @@ class Session:
 
     def _take_residency(self) -> None:
         """The residency map, at a token boundary, when a reader asked for one."""
-        log = self.engine.counters.per_expert
-        if log.wants_residency:
-            log.set_residency(self.engine.resident_map(), self.tokens)
+        per_expert = self.engine.counters.per_expert
+        if per_expert.wants_residency:
+            per_expert.set_residency(self.engine.resident_map(), self.tokens)
 
     def _new_conversation(self) -> None:
         self.engine.reset_sequence()
