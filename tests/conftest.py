@@ -1,8 +1,10 @@
-"""Shared fixtures: a tiny model made by the same generator as the demo model, and a
-private TUNER_HOME so tests never touch the user's presets or model cache."""
+"""Shared fixtures: a tiny model made by the same generator as the demo model, a private
+TUNER_HOME so tests never touch the user's presets or model cache, and a headless Chromium
+for the browser tests (-m e2e)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,3 +64,46 @@ def run_session(cfg: Config, tokens: int = 120) -> dict:
 @pytest.fixture
 def run():
     return run_session
+
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        "--disable-background-networking", "--disable-component-update"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def open_page(browser):
+    """Opens the dashboard `width` pixels wide; fails the test on any page error or console
+    error, except those matching `allowed` (regular expressions)."""
+    from playwright.sync_api import expect
+
+    pages, errors = [], []
+
+    def open_(url: str, allowed: tuple[str, ...] = (), width: int = 1600):
+        def console(m) -> None:
+            if m.type == "error" and not any(re.search(a, m.text) for a in allowed):
+                errors.append(f"console {m.type}: {m.text}")
+
+        page = browser.new_page(viewport={"width": width, "height": 1000})
+        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+        page.on("console", console)
+        page.goto(url)
+        expect(page.locator("#connection")).to_have_text("connected")
+        pages.append(page)
+        return page
+
+    yield open_
+    for page in pages:
+        page.close()
+    assert errors == []

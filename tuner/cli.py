@@ -63,6 +63,28 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return load(preset=preset, cli=given_knobs(args))
 
 
+def engine_settings(args: argparse.Namespace) -> Settings:
+    """`settings_from_args`, then the demo model made first when the settings run it and it
+    is not there yet: the first start writes ~1.2 GB, which no command does silently."""
+    settings = settings_from_args(args)
+    from tuner.engine import synth
+
+    if not settings.model and not synth.is_made():
+        print(f"tuner {args.command}: making the demo model in {synth.default_model_path()} "
+              "(first start only, ~1.2 GB; the folder is set by TUNER_HOME)", file=sys.stderr,
+              flush=True)
+        tty = sys.stderr.isatty()
+
+        def progress(done: int, total: int) -> None:
+            if tty or done == total:
+                end = "\n" if done == total else ""
+                print(f"\r  wrote {done} of {total} shards", end=end, file=sys.stderr,
+                      flush=True)
+
+        synth.ensure(progress=progress)
+    return settings
+
+
 def int_list(what: str, minimum: int):
     """An argparse type for comma-separated integers such as 1,2,3, each >= minimum."""
 
@@ -99,11 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
+    from tuner.engine.model import ModelError
     from tuner.presets import PresetError
 
     try:
         return args.func(args) or 0
-    except (SettingsError, PresetError) as err:
+    except (SettingsError, PresetError, ModelError) as err:  # the user's input: one line
         print(f"tuner: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -18,10 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from tuner.ab_job import ABRunner
+from tuner.engine.model import ModelConfig, ModelError
 from tuner.engine.session import Session
 from tuner.knobs import KNOBS, config_dict
 from tuner.presets import Preset, Store, knob_diff
 from tuner.settings import Settings, SettingsError, apply, to_config
+from tuner.traces.curve import LiveCurve
+
+# While a UI or the server shares the engine's process, a thread that wants the GIL waits
+# at most this long for its holder (Python's default is 5 ms), so the decode thread gets it
+# back soon after an event loop took it between two of its torch calls.
+GIL_SWITCH_S = 0.001
 
 APPLY_TIMEOUT = 10.0  # seconds a change may wait for its turn, then for a token boundary
 
@@ -37,12 +44,16 @@ def session_base(current: Settings) -> Settings:
 
 
 def check_paths(new: Settings, old: Settings) -> None:
-    """Rejects a changed model folder or routing trace that is not there before it reaches
-    the engine, so the answer names the knob instead of reporting a failed rebuild."""
+    """Rejects a changed model folder that is not a usable model's, or a routing trace that
+    is not there, before it reaches the engine, so the answer names the knob instead of
+    reporting a failed rebuild."""
     problems = {}
-    if new.model != old.model and new.model and not (Path(new.model) / "config.json").is_file():
-        problems["model"] = (f"model (STRATA_MODEL) = {new.model!r} is not a model folder: "
-                             "it has no config.json")
+    if new.model != old.model and new.model:
+        try:
+            ModelConfig.read(Path(new.model))
+        except ModelError as err:
+            problems["model"] = (f"model (STRATA_MODEL) = {new.model!r} is not a model "
+                                 f"folder: {err}")
     if new.routing != old.routing and new.routing and not Path(new.routing).is_file():
         problems["routing"] = (f"routing (STRATA_ROUTING) = {new.routing!r} is not a file; "
                                "allowed: a trace (.npz) from tuner trace record or import, or "
@@ -60,6 +71,12 @@ class Controller:
         self.apply_timeout = apply_timeout
         self._lock = threading.Lock()  # one settings change at a time
         self.ab = ABRunner(self)
+        self.curve = LiveCurve(session)
+
+    def close(self) -> None:
+        """Stops the session and the curve's worker process."""
+        self.curve.close()
+        self.session.stop()
 
     @property
     def version(self) -> int:
@@ -67,7 +84,8 @@ class Controller:
 
     def change(self, changes: Mapping[str, Any]) -> int:
         """Validates `changes` on top of the current settings as a whole and applies them at
-        the next token boundary; returns the new settings version. Raises SettingsError and
+        the next token boundary; returns the new settings version (the current one when
+        nothing changes). Raises SettingsError and
         changes nothing when any value is bad or the engine refuses the version, and
         ApplyTimeout when the change was withdrawn."""
         with self._turn():
@@ -90,6 +108,8 @@ class Controller:
             self._lock.release()
 
     def _submit(self, new: Settings) -> int:
+        if new == self.settings:  # no version, and no change marker, for no change
+            return self.version
         check_paths(new, self.settings)
         session = self.session
         version = session.submit(to_config(new))
@@ -123,9 +143,10 @@ class Controller:
         sets it."""
         return self.replace(self.preset_settings(name))
 
-    def save_preset(self, name: str, description: str = "", based_on: str | None = None
-                    ) -> Preset:
-        return self.store.save(name, self.settings, description, based_on)
+    def save_preset(self, name: str, description: str | None = None,
+                    based_on: str | None = None, overwrite: bool = False) -> Preset:
+        """Saves the current settings; see Store.save for shipped names and overwriting."""
+        return self.store.save(name, self.settings, description, based_on, overwrite)
 
     def diff(self, a: str, b: str | None = None) -> list[dict[str, Any]]:
         """Knobs that differ between preset `a` and preset `b` (or the current settings)."""

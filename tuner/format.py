@@ -1,23 +1,29 @@
-"""How figures are written and shaded, for the terminal UI and the page. Plain functions:
-no widgets, no clocks."""
+"""How figures are written and shaded, and which layer columns are shown together, for the
+terminal UI, the page and the command line. Plain functions and tables: no widgets, no
+clocks. There is one formatter: a figure reads the same wherever it is shown.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+from tuner.engine.counters import COUNTERS, DERIVED, Column
 
 MISSING = "-"  # a figure the engine did not measure (nothing scored, no prefetch issued)
 BINARY = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
 def figure(value: float | None, unit: str = "") -> str:
-    """A snapshot value as text, in the unit the engine counts it in."""
+    """A snapshot value as text, in the unit the engine counts it in (per token or not:
+    "bytes/token" is written as bytes are)."""
     if value is None:
         return MISSING
-    if unit == "bytes":
+    base = unit.split("/")[0]
+    if base == "bytes":
         return byte_size(value)
-    if unit == "%":
+    if base == "%":
         return f"{value:.1f}"
-    if unit == "ms":
+    if base == "ms":
         return f"{value:,.2f}"
     if isinstance(value, int) or float(value).is_integer():
         return f"{int(value):,}"
@@ -44,3 +50,17 @@ def levels(values: Iterable[float | None], steps: int) -> list[int | None]:
     return [None if v is None else
             0 if span == 0 else min(steps - 1, int((v - lo) / span * steps))
             for v in values]
+
+
+# -- the layer table's columns -----------------------------------------------------------
+LAYER = Column("layer", "", "the layer's index")
+COLUMNS: tuple[Column, ...] = (LAYER, *DERIVED, *COUNTERS)  # rates and per-token figures first
+ALL = "all"
+# The column sets, in the order their columns come: one per unit, then all of them.
+COLUMN_SETS: tuple[str, ...] = (*dict.fromkeys(c.unit for c in COLUMNS[1:]), ALL)
+
+
+def columns_of(column_set: str) -> tuple[Column, ...]:
+    """The layer and the columns of `column_set` (a unit, or "all")."""
+    return tuple(c for c in COLUMNS if c is LAYER or column_set in (ALL, c.unit))
+

@@ -10,12 +10,13 @@
     [knobs]            # only the knobs that differ from the defaults
     moce_bonus = 0.85
 
-Shipped presets live in the repository's `presets/` folder and are read-only; user presets
-live in the user folder and shadow shipped ones of the same name. Names are plain words
-(letters, digits, `.`, `_`, `-`), matched in full, so no name can reach outside its folder.
-Writes are atomic (temporary file, then rename) and one store makes one change at a time.
-A broken file, whatever is wrong with it, is reported with its path (and line where there
-is one), never raised past the store.
+Shipped presets live in the repository's `presets/` folder and are read-only: no user
+preset may be saved under a shipped name (a user file of that name, made by hand, shadows
+the shipped one). Saving over a user preset needs `overwrite`, and keeps its description
+unless a new one is given. Names are plain words (letters, digits, `.`, `_`, `-`), matched
+in full, so no name can reach outside its folder. Writes are atomic (temporary file, then
+rename) and one store makes one change at a time. A broken file, whatever is wrong with it,
+is reported with its path (and line where there is one), never raised past the store.
 """
 
 from __future__ import annotations
@@ -56,7 +57,11 @@ class PresetNotFound(PresetError):
 
 
 class PresetReadOnly(PresetError):
-    """A shipped preset: it cannot be deleted."""
+    """A shipped preset: it can be applied, not replaced or deleted."""
+
+
+class PresetExists(PresetError):
+    """A user preset of that name exists and the save did not say to overwrite it."""
 
 
 class PresetWriteError(PresetError):
@@ -211,22 +216,35 @@ class Store:
                             "error": str(err)})
         return out
 
-    def save(self, name: str, settings: Settings, description: str = "",
-             based_on: str | None = None) -> Preset:
+    def save(self, name: str, settings: Settings, description: str | None = None,
+             based_on: str | None = None, overwrite: bool = False) -> Preset:
+        """`description` None keeps the description of the preset it replaces."""
         check_name(name)
-        meta = {"name": name, "description": description,
-                "created": datetime.now(UTC).isoformat(timespec="seconds"),
-                "engine_version": __version__}
-        if based_on:
-            meta["based_on"] = based_on
-        knobs = non_default(settings)
-        doc = {"preset": meta, "knobs": knobs}
+        if (self.shipped / f"{name}.toml").is_file():
+            raise PresetReadOnly(name, "a shipped preset has that name, and shipped presets "
+                                 "cannot be replaced; save under another name")
+        path = self.user / f"{name}.toml"
         with self._lock:
+            if path.is_file():
+                if not overwrite:
+                    raise PresetExists(name, "a user preset of that name exists; overwrite it "
+                                       "or save under another name")
+                if description is None:
+                    try:
+                        description = load_file(path).meta.get("description", "")
+                    except PresetError:  # replacing a broken file: nothing to keep
+                        description = ""
+            meta = {"name": name, "description": description or "",
+                    "created": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "engine_version": __version__}
+            if based_on:
+                meta["based_on"] = based_on
+            knobs = non_default(settings)
             try:
-                self._write(name, doc)
+                self._write(name, {"preset": meta, "knobs": knobs})
             except OSError as err:
-                raise PresetWriteError(f"{self.user / name}.toml", err) from None
-        return Preset(name, knobs, meta, self.user / f"{name}.toml", False)
+                raise PresetWriteError(f"{path}", err) from None
+        return Preset(name, knobs, meta, path, False)
 
     def _write(self, name: str, doc: dict[str, Any]) -> None:
         self.user.mkdir(parents=True, exist_ok=True)

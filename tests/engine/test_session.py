@@ -147,7 +147,10 @@ def test_engine_imports_no_ui_or_settings_library():
 def test_routed_counts_match_lookups(tiny_config):
     s = Session(tiny_config)
     s.run(30)
-    assert np.sum(s.engine.routed) == s.snapshot()["totals"]["lookups"]
+    routed, missed, tokens = s.engine.counters.expert_counts(window=False)
+    totals = s.snapshot()["totals"]
+    assert (np.sum(routed), np.sum(missed), tokens) == (totals["lookups"],
+                                                         totals["sync_misses"], 30)
     s.engine.close()
 
 
@@ -160,7 +163,7 @@ def test_failed_rebuild_keeps_the_running_engine(tiny_config, tmp_path):
     try:
         v = s.submit(replace(tiny_config, model=str(bad)))
         assert s.wait_applied(v, 30)
-        assert "unsupported model_type 'llama'" in s.rejection(v)
+        assert "model_type 'llama' is not supported" in s.rejection(v)
         snap = s.snapshot()
         assert snap["state"] == "running" and snap["settings"]["model"] == str(tiny_config.model)
         tokens = snap["tokens"]
@@ -252,3 +255,27 @@ def test_wait_tokens_returns_once_counted_and_gives_up_when_stopped(tiny_config)
     t0 = time.monotonic()
     assert not session.wait_tokens(10**9, timeout=60)  # a stopped session never gets there
     assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.parametrize("cpu_pool", [False, True])
+def test_per_expert_counts_add_up_to_the_layer_counters(tiny_config, cpu_pool):
+    """Window and cumulative routings and misses per (layer, expert) sum to each layer's
+    lookups and sync misses, after the window has moved past its first tokens."""
+    cfg = replace(tiny_config, window=4, cpu_pool=cpu_pool, pcie_frac=0.5)
+    s = Session(cfg)
+    s.run(23)
+    snap = s.snapshot()
+    for window, rows in ((True, snap["window"]["layers"]), (False, snap["layers"])):
+        data = s.experts(window)
+        assert data["tokens"] == (4 if window else 23)
+        assert [sum(r) for r in data["routings"]] == [r["lookups"] for r in rows]
+        assert [sum(r) for r in data["misses"]] == [r["sync_misses"] for r in rows]
+        assert all(m <= r for rr, mm in zip(data["routings"], data["misses"])
+                   for r, m in zip(rr, mm))
+    assert s.experts(True)["resident"] is None  # asked for: taken at the next boundary
+    s.run(1)
+    data = s.experts(True)
+    assert data["resident_at_token"] == 24
+    assert [sum(r) for r in data["resident"]] == [r["resident"] for r in s.snapshot()["layers"]]
+    assert len(s.engine.counters.routings()) == 8  # twice the window of routings kept
+    s.engine.close()

@@ -90,7 +90,7 @@ def test_save_and_delete_of_one_name_never_collide(live):
     def hammer(method: str) -> None:
         with httpx.Client(timeout=30) as client:
             while time.monotonic() < stop:
-                r = client.request(method, url, json={"description": "x"}
+                r = client.request(method, url, json={"description": "x", "overwrite": True}
                                    if method == "POST" else None)
                 seen[method].add(r.status_code)
 

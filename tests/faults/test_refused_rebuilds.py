@@ -20,6 +20,8 @@ BROKEN_CONFIGS = {
     "string-layers": lambda cfg: {**cfg, "num_hidden_layers": "four"},
     "negative-head-dim": lambda cfg: {**cfg, "head_dim": -1},
 }
+BUILDS_BUT_FAILS = {"kv-heads-mismatch": lambda cfg: {**cfg, "num_key_value_heads": 3}}
+
 
 
 @pytest.fixture
@@ -27,7 +29,8 @@ def broken_model(tiny_model, tmp_path, request):
     folder = tmp_path / request.param
     shutil.copytree(tiny_model, folder)
     cfg = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(BROKEN_CONFIGS[request.param](cfg)))
+    (folder / "config.json").write_text(json.dumps(
+        (BROKEN_CONFIGS | BUILDS_BUT_FAILS)[request.param](cfg)))
     return folder
 
 
@@ -36,12 +39,16 @@ def test_a_model_that_cannot_be_built_is_refused_and_the_engine_runs_on(live, br
     before = live.controller.state()
     r = httpx.patch(f"{live.url}/api/settings", json={"model": str(broken_model)}, timeout=60)
     assert r.status_code == 422, r.text
-    reason = r.json()["detail"]["problems"]["settings"]
-    assert "refused by the engine" in reason and "kept the previous settings" in reason
+    problems = r.json()["detail"]["problems"]
+    if "model" in problems:  # a config that describes no model: refused before the engine
+        assert "is not a model folder" in problems["model"] and "config.json" in problems["model"]
+    else:  # one the engine could not build
+        reason = problems["settings"]
+        assert "refused by the engine" in reason and "kept the previous settings" in reason
+        assert live.session.snapshot()["changes"][-1]["rejected"]  # in the change log
     assert live.controller.state() == before  # version and settings as they were
     snap = live.session.snapshot()
     assert snap["state"] == "running" and snap["pending_version"] is None
-    assert snap["changes"][-1]["rejected"]  # the refusal is in the change log
     live.wait_tokens(3)  # the engine decodes on
 
     r = httpx.patch(f"{live.url}/api/settings", json={"moce_bonus": 0.5}, timeout=60)
@@ -49,14 +56,12 @@ def test_a_model_that_cannot_be_built_is_refused_and_the_engine_runs_on(live, br
     assert live.session.snapshot()["settings"]["moce_bonus"] == 0.5
 
 
-@pytest.mark.parametrize("broken_model", ["zero-heads"], indirect=True)
+@pytest.mark.parametrize("broken_model", ["kv-heads-mismatch"], indirect=True)
 def test_a_model_that_builds_but_cannot_decode_stops_with_a_reason_and_recovers(
         live, broken_model):
-    """Zero heads with head_dim given: the engine builds, the first token fails. The
-    session stops in the error state with the reason; switching back and resuming
-    recovers."""
-    cfg = json.loads((broken_model / "config.json").read_text())
-    (broken_model / "config.json").write_text(json.dumps({**cfg, "head_dim": 32}))
+    """More key-value heads in config.json than the weights hold: the engine builds, the
+    first token fails. The session stops in the error state with the reason; switching
+    back and resuming recovers."""
     good = live.controller.settings.model
     r = httpx.patch(f"{live.url}/api/settings", json={"model": str(broken_model)}, timeout=60)
     assert r.status_code == 200

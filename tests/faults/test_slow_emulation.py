@@ -99,7 +99,7 @@ def test_queued_changes_never_starve_the_other_routes(stuck):
     answers: list[int] = []
 
     def change(i: int) -> None:
-        r = httpx.patch(f"{stuck.url}/api/settings", json={"moce_bonus": i / 10},
+        r = httpx.patch(f"{stuck.url}/api/settings", json={"moce_bonus": (i + 1) / 10},
                         timeout=120)
         answers.append(r.status_code)
 

@@ -66,3 +66,19 @@ def test_timings_must_follow_the_schedule():
         compare([1.0, 2.0])
     with pytest.raises(ValueError, match="expected A B A B ... A"):
         compare([1.0, 2.0, 1.0, 2.0])
+
+
+def test_the_verdict_and_the_report_write_the_same_difference():
+    """Once they rounded the same difference two ways (+4.196 vs +4.195; -6.2 % vs -6.1 %)."""
+    from tuner.measure.report import result_lines
+
+    for timings in ([10.0, 14.19549, 10.0], [67.0, 62.8799, 67.0], [10.0, 10.61496, 10.0]):
+        r = compare(timings)
+        assert r["readable"]
+        r["arms"]["A"].update(identical=True, differ=[], hit_rate=50.0, bytes_per_token=1)
+        r["arms"]["B"].update(identical=True, differ=[], hit_rate=50.0, bytes_per_token=1)
+        mean_line = next(line for line in result_lines(r) if line.startswith("mean difference"))
+        shown = mean_line.split("mean difference B - A ")[1].split(" ms/token (")
+        diff, pct = shown[0], shown[1].split(" %)")[0]
+        assert f"by {diff.lstrip('+-')} ms/token ({pct} %)" in r["verdict"], (mean_line,
+                                                                               r["verdict"])

@@ -10,7 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tuner.engine.session import Session
 from tuner.engine.trace_format import Trace
+from tuner.traces.curve import LiveCurve
 from tuner.traces.record import record
 from tuner.traces.replay import replay, report, sweep, sweep_report, sweep_sizes
 
@@ -95,3 +97,27 @@ def test_opt_never_misses_more_than_lru_or_2q(trace, slots):
     opt = int(replay(trace, "opt", slots).misses.sum())
     assert opt <= int(replay(trace, "lru", slots).misses.sum())
     assert opt <= int(replay(trace, "2q", slots).misses.sum())
+
+
+def test_the_live_curve_replays_the_window_as_the_engine_ran_it(tiny_config):
+    """With prefetch off and bonus 0, LRU at the current arena is the live window's hit
+    rate, and no size or policy beats Belady's bound."""
+    session = Session(tiny_config)
+    curve_of = LiveCurve(session)
+    try:
+        session.run(150)
+        curve = curve_of.fresh(timeout=120)
+    finally:
+        curve_of.close()
+        session.engine.close()
+    assert curve["arena"] == 16 and curve["policy"] == "lru" and curve["notes"] == []
+    assert (curve["tokens"], curve["warmup_tokens"]) == (64, 64)
+    assert curve["at_arena"]["lru"] == curve["live_hit_rate"]
+    for policy in ("lru", "2q"):
+        assert all(o >= p for o, p in zip(curve["hit_rate"]["opt"], curve["hit_rate"][policy]))
+    lru = curve["hit_rate"]["lru"]
+    i = curve["sizes"].index(16)
+    assert curve["next"] == {"slots": curve["sizes"][i + 1],
+                             "added": curve["sizes"][i + 1] - 16,
+                             "gain_pp": round(lru[i + 1] - lru[i], 2)}
+    assert curve["gap_pp"] == round(curve["hit_rate"]["opt"][i] - lru[i], 2)

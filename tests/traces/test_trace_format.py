@@ -97,6 +97,11 @@ def test_load_rejects_what_is_not_a_trace(tmp_path):
     (tmp_path / "text.npz").write_text("hello")
     with pytest.raises(TraceError, match="not a trace"):
         trace_format.load(tmp_path / "text.npz")
+    (tmp_path / "r.csv").write_text("layer,token,experts\n0,0,1 2\n")  # a route log
+    with pytest.raises(TraceError, match="not a trace") as err:
+        trace_format.load(tmp_path / "r.csv")
+    assert "tuner trace import jsonl|vllm|csv" in str(err.value)
+    assert "pickle" not in str(err.value)  # never a hint to load it unsafely
     np.savez(tmp_path / "other.npz", routes=np.zeros(3))
     with pytest.raises(TraceError, match="a trace holds 'experts' and 'meta'"):
         trace_format.load(tmp_path / "other.npz")

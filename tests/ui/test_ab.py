@@ -21,9 +21,8 @@ pytestmark = pytest.mark.anyio
 SIZE = (140, 44)
 
 
-@pytest.fixture(params=["embedded", "served"])
+@pytest.fixture(params=["embedded", "remote"])
 def backend(request):
-    """The stand-in server has no A/B, so the remote backend runs against the real app."""
     return request.getfixturevalue(request.param)
 
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from functools import partial
 
 import pytest
 from textual.command import CommandPalette
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input, Label, Static
 
 from tests.ui.conftest import until
 from tuner.settings import SettingsError, apply
 from tuner.ui.app import create_app
 from tuner.ui.remote import RemoteBackend
+from tuner.ui.screens.dialog import Confirm
 from tuner.ui.screens.help import HelpScreen
 from tuner.ui.screens.knobs import KnobsScreen
 from tuner.ui.screens.save_preset import SavePresetScreen
@@ -20,7 +22,8 @@ from tuner.ui.widgets.knob_field import KnobField
 from tuner.ui.widgets.layer_table import LayerTable
 from tuner.ui.widgets.readout import Readout
 from tuner.ui.widgets.status import StatusLine
-from tuner.web.local import listening_socket
+from tuner.web.app import create_app as create_web_app
+from tuner.web.local import listening_socket, serve_in_thread
 
 pytestmark = pytest.mark.anyio
 SIZE = (140, 44)
@@ -259,3 +262,172 @@ async def test_an_unreachable_server_ends_the_app_with_a_message():
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
     assert app.return_code == 1
+
+
+async def test_the_knob_form_never_traps_the_keyboard(embedded, controller):
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        wait = partial(until, pause=pilot.pause)
+        await pilot.press("3")
+        await pilot.pause()
+        field = app.screen.query_one("#knob-moce_bonus", Input)
+        version = controller.version
+
+        # enter applies and leaves the field: the app's keys work again
+        await type_into(pilot, "#knob-moce_bonus", "0.5")
+        await wait(lambda: controller.version == version + 1)
+        assert app.focused is not field
+        await pilot.press("2")
+        await wait(lambda: app.current_mode == "layers")
+        await pilot.press("3")
+        await wait(lambda: app.current_mode == "knobs")
+
+        # escape leaves the field and puts back what the engine runs
+        field.focus()
+        await pilot.pause()
+        await pilot.press(*"9.5", "escape")
+        await wait(lambda: app.focused is not field)
+        assert field.value == "0.5" and controller.version == version + 1
+
+        # tab away: the typed value is applied, not dropped
+        field.focus()
+        await pilot.pause()
+        await pilot.press(*"0.25", "tab")
+        await wait(lambda: controller.version == version + 2)
+        assert controller.settings.moce_bonus == 0.25
+
+
+async def test_switches_say_on_or_off_in_words(embedded, controller):
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        state = app.screen.query_one("#field-decode_2q .switch-state", Label)
+        assert str(state.render()) == "off"
+        await pilot.click("#knob-decode_2q")
+        await until(lambda: controller.settings.decode_2q, pause=pilot.pause)
+        assert str(state.render()) == "on"
+
+
+@pytest.mark.parametrize("query, mode", [("layers", "layers"), ("overview", "overview"),
+                                         ("experts", "experts")])
+async def test_the_palette_finds_the_screens(embedded, controller, query, mode):
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*query)
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await until(lambda: app.current_mode == mode, pause=pilot.pause)
+
+
+async def test_the_palette_finds_pause_and_help(embedded, controller):
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        for query, done in (("pause", lambda: controller.session.state == "paused"),
+                            ("help", lambda: isinstance(app.screen, HelpScreen))):
+            await pilot.press("ctrl+p")
+            await pilot.pause()
+            await pilot.press(*query)
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            await until(done, pause=pilot.pause)
+
+
+async def test_the_preset_diff_follows_apply_and_save(embedded, controller):
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        wait = partial(until, pause=pilot.pause)
+        await pilot.press("4")
+        await pilot.pause()
+        presets = app.screen.query_one("#preset-list", DataTable)
+        diff = app.screen.query_one("#preset-diff", DataTable)
+        await wait(lambda: presets.row_count > 0)
+        presets.move_cursor(row=presets.get_row_index("2q"))
+        await pilot.press("d")
+        await wait(lambda: diff.row_count > 0)  # decode_2q and the arena would change
+        await pilot.press("a")
+        await wait(lambda: controller.settings.decode_2q)
+        await wait(lambda: diff.row_count == 0)  # applied: nothing left to change
+
+        controller.change({"moce_bonus": 1.5})
+        await pilot.press("s")
+        await wait(lambda: isinstance(app.screen, SavePresetScreen)
+                   and app.focused is app.screen.query_one("#preset-name", Input))
+        await pilot.press(*"tuned", "enter", "enter")
+        await wait(lambda: app.screen.selected == "tuned")
+        title = app.screen.query_one("#diff-title", Static)
+        await wait(lambda: "tuned matches the current settings" in str(title.render()))
+
+
+async def test_saving_over_a_preset_asks_first(embedded, controller):
+    controller.session.pause()
+    controller.save_preset("mine", "kept")
+    controller.change({"moce_bonus": 2.0})
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        wait = partial(until, pause=pilot.pause)
+        await pilot.press("4")
+        await pilot.pause()
+        await pilot.press("s")
+        await wait(lambda: isinstance(app.screen, SavePresetScreen)
+                   and app.focused is app.screen.query_one("#preset-name", Input))
+        await pilot.press(*"mine", "enter", "enter")
+        await wait(lambda: isinstance(app.screen, Confirm))
+        assert "moce_bonus" not in controller.store.get("mine").knobs  # not yet
+        await pilot.click("#yes")
+        await wait(lambda: controller.store.get("mine").knobs.get("moce_bonus") == 2.0)
+        assert controller.store.get("mine").meta["description"] == "kept"
+
+
+async def test_a_lost_server_is_not_shown_as_running(controller):
+    server = serve_in_thread(create_web_app(controller))
+    app = create_app(RemoteBackend(server.__enter__(), rate=20))
+    async with app.run_test(size=SIZE) as pilot:
+        status = app.screen.query_one(StatusLine)
+        await until(lambda: "● running" in str(status.render()), pause=pilot.pause)
+        await asyncio.to_thread(server.__exit__, None, None, None)  # the server stops
+        await until(lambda: "disconnected" in str(status.render()), pause=pilot.pause,
+                    timeout=30)
+        assert "● running" not in str(status.render())
+        assert "last seen running" in str(status.render())
+
+
+async def test_the_layer_column_stays_when_the_table_scrolls_sideways(embedded, controller):
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=(60, 30)) as pilot:
+        await pilot.press("2", "c", "c", "c", "c", "c", "c", "c", "c")  # all columns
+        table = app.screen.query_one(LayerTable)
+        await until(lambda: table.column_set == "all" and table.row_count, pause=pilot.pause)
+        table.focus()
+        for _ in range(12):
+            await pilot.press("right")
+        await pilot.pause()
+        assert table.scroll_offset.x > 0
+        header = "".join(s.text for s in table.render_line(0))
+        assert header.lstrip().startswith("layer")
+        row = "".join(s.text for s in table.render_line(1))
+        assert row[: table._edges[1]].strip() == "0"
+
+
+async def test_log_lines_become_notifications_not_text_on_the_screen(embedded, capsys):
+    import logging
+
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await pilot.pause()
+        logging.getLogger("httpx").info("HTTP Request: GET /api/settings")
+        logging.getLogger("tuner.engine.session").error("settings version 9 rejected")
+        await until(lambda: any("version 9 rejected" in n.message
+                                for n in app._notifications), pause=pilot.pause)
+        assert not any("HTTP Request" in n.message for n in app._notifications)
+    out, err = capsys.readouterr()
+    assert "HTTP Request" not in out + err

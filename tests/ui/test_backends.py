@@ -1,26 +1,27 @@
 """Both backends keep one contract: the same calls give the same effects on the engine,
-whether it runs in this process or behind a server (the stand-in of the tests and the
-real `tuner serve` app)."""
+whether it runs in this process or behind the real `tuner serve` app."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 import pytest
 
-from tests.ui.conftest import following, stand_in_server, until
+from tests.ui.conftest import following, until
 from tuner.knobs import KNOBS
 from tuner.settings import SettingsError, apply
 from tuner.ui.app import create_app
-from tuner.ui.backend import BackendError, Rejected
+from tuner.ui.backend import BackendError, Conflict, Rejected
 from tuner.ui.embedded import GIL_SWITCH_S
 from tuner.ui.remote import RemoteBackend, websocket_url
+from tuner.web.app import create_app as create_web_app
 from tuner.web.local import serve_in_thread
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["embedded", "remote", "served"])
+@pytest.fixture(params=["embedded", "remote"])
 def backend(request):
     return request.getfixturevalue(request.param)
 
@@ -83,6 +84,55 @@ async def test_preset_save_diff_apply(backend, controller):
         assert state["settings"]["moce_bonus"] == 0.85 == controller.settings.moce_bonus
 
 
+async def test_saving_over_a_preset_asks_and_keeps_its_description(backend, controller):
+    async with following(backend):
+        await backend.save_preset("mine", "bonus on")
+        await backend.change({"moce_bonus": 0.5})
+        with pytest.raises(Conflict, match="overwrite"):
+            await backend.save_preset("mine", None)
+        assert "moce_bonus" not in controller.store.get("mine").knobs  # not replaced
+        await backend.save_preset("mine", None, overwrite=True)
+        mine = controller.store.get("mine")
+        assert mine.knobs["moce_bonus"] == 0.5 and mine.meta["description"] == "bonus on"
+        with pytest.raises(BackendError, match="shipped") as err:
+            await backend.save_preset("baseline", "mine now", overwrite=True)
+        assert not isinstance(err.value, Conflict)  # never replaced, asked or not
+
+
+async def test_per_expert_counts_and_the_live_curve(backend, controller):
+    session = controller.session
+    async with following(backend):
+        await until(lambda: session.tokens > 8)
+        await backend.pause()
+        await until(lambda: session.state == "paused")
+        data = await until_async(lambda: backend.experts(True),
+                                 lambda d: d["resident"] is not None)
+        snap = session.snapshot()
+        L, E = snap["model"]["layers"], snap["model"]["experts"]
+        assert (data["layers"], data["experts"], data["tokens"]) == (L, E,
+                                                                     snap["window"]["tokens"])
+        assert [sum(r) for r in data["routings"]] == [r["lookups"]
+                                                      for r in snap["window"]["layers"]]
+        assert [sum(r) for r in data["misses"]] == [r["sync_misses"]
+                                                    for r in snap["window"]["layers"]]
+        assert [sum(r) for r in data["resident"]] == [r["resident"] for r in snap["layers"]]
+        cumulative = await backend.experts(False)
+        assert sum(map(sum, cumulative["routings"])) == snap["totals"]["lookups"]
+        curve = await until_async(backend.curve, lambda c: c is not None, timeout=60)
+        assert curve["arena"] == snap["arena"]["slots"] and curve["arena"] in curve["sizes"]
+        assert set(curve["hit_rate"]) == {"lru", "2q", "opt"}
+
+
+async def until_async(call, check, timeout: float = 15.0):
+    """Calls the coroutine function `call` until `check` accepts its answer."""
+    async def answered():
+        while not check(answer := await call()):
+            await asyncio.sleep(0.05)
+        return answer
+
+    return await asyncio.wait_for(answered(), timeout)
+
+
 async def test_bad_preset_name_is_an_error_for_the_operator(backend):
     async with following(backend):
         with pytest.raises(BackendError, match="preset name"):
@@ -114,7 +164,7 @@ async def test_remote_without_the_token_is_refused(remote_url):
 
 
 async def test_remote_server_gone_is_reported_not_fatal(controller):
-    with serve_in_thread(stand_in_server(controller)) as url:
+    with serve_in_thread(create_web_app(controller)) as url:
         backend = RemoteBackend(url)
         async with following(backend):
             await until(backend.latest)

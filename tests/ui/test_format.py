@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from tuner.engine.counters import HEADLINES
 from tuner.format import MISSING, figure, levels
-from tuner.ui.history import HEADLINES, History
+from tuner.ui.history import History
 from tuner.ui.widgets.spark import BARS, heights
 
 
@@ -18,6 +19,10 @@ def test_figures_in_their_units():
     assert figure(512, "bytes") == "512 B"
     assert figure(152863, "bytes") == "149.3 KiB"
     assert figure(3 * 1024**4 * 2048, "bytes") == "6144.0 TiB"
+    # per-token units are written as their quantity is
+    assert figure(152863.0, "bytes/token") == "149.3 KiB"
+    assert figure(1234.5, "ms/token") == "1,234.50"
+    assert figure(2.5, "experts/token") == "2.50"
 
 
 def test_levels_place_values_between_the_column_extremes():
@@ -38,7 +43,7 @@ def test_history_takes_one_point_per_new_token_count_and_skips_unmeasured():
         history.record(snapshot(t, ms_per_token=float(t)))
     assert list(history.points["ms_per_token"]) == [2.0, 3.0, 4.0]
     assert list(history.points["issue_usefulness"]) == []
-    assert set(history.points) == {s.key for s in HEADLINES}
+    assert set(history.points) == {h.key for h in HEADLINES}
 
 
 def test_spark_bars_span_the_smallest_to_the_largest_point():

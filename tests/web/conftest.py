@@ -14,9 +14,10 @@ from tuner.control import Controller
 def controller(tiny_overrides) -> Iterator[Controller]:
     controller = start_controller(tiny_overrides)
     yield controller
-    controller.session.stop()
+    controller.close()
 
 
 @pytest.fixture
 def live(controller) -> Iterator[Live]:
     yield from serve(controller)
+

@@ -10,18 +10,22 @@ import websockets
 from markupsafe import escape as html_escape
 
 from tests.web.live import serve
-from tuner.engine.counters import COUNTERS, DERIVED
+from tuner.engine.counters import HEADLINES
+from tuner.format import ALL, COLUMN_SETS, COLUMNS, columns_of, figure
 from tuner.knobs import KNOBS
-from tuner.web.page import HEAT_LEVELS, PageView, fmt, heat
+from tuner.web.page import HEAT_LEVELS, PageView, body_html, head_html, heat
 
 
-def test_page_has_a_field_per_knob_and_a_column_per_counter(live):
+def test_page_has_a_field_per_knob_a_chart_per_headline_and_every_column_set(live):
     html = httpx.get(f"{live.url}/").text
     for k in KNOBS:
         assert f'id="in-{k.name}"' in html
         assert html_escape(k.help) in html  # shown on hover
-    for col in (*COUNTERS, *DERIVED):
-        assert f'data-col="{col.name}"' in html
+    for h in HEADLINES:
+        assert f'data-key="{h.key}" data-title="{h.label}" data-unit="{h.column.unit}"' in html
+    for column_set in COLUMN_SETS:
+        assert f"<option{' selected' if column_set == COLUMN_SETS[0] else ''}>" \
+               f"{html_escape(column_set)}</option>" in html
     assert html.count('class="knob restart"') == sum(k.restart for k in KNOBS)
     assert "ws-connect=\"/ui/ws?rate=10.0&amp;version=1\"" in html
     for asset in re.findall(r'(?:src|href)="(/static/[^"]+)"', html):
@@ -62,13 +66,16 @@ def test_live_stream_sends_html_one_update_at_a_time(live):
                 held = await asyncio.wait_for(ws.recv(), 0.5)
             except TimeoutError:
                 pass
-            await ws.send('{"ready": true, "view": "cumulative"}')
+            await ws.send('{"ready": true, "view": "cumulative", "columns": "ms"}')
             second = await asyncio.wait_for(ws.recv(), 5)
             return first, held, second
 
     first, held, second = asyncio.run(main())
     assert held is None
-    assert first.startswith('<tbody id="layers-body">') and 'id="knobs"' in first
+    assert 'data-col="hit_rate"' in first and 'data-col="stall_ms"' not in first
+    assert second.startswith('<thead id="layers-head">')  # the set changed: a new header
+    assert 'data-col="stall_ms"' in second and 'data-col="hit_rate"' not in second
+    assert first.startswith('<thead id="layers-head">') and 'id="knobs"' in first
     assert "window (" in first and "cumulative (" in second
     assert 'id="knobs"' not in second  # the settings version did not move
 
@@ -82,9 +89,22 @@ def test_page_view_sends_the_knob_panel_only_when_the_version_moves(live):
     assert 'id="chart-changes"' not in view.render(live.session.snapshot())
 
 
-def test_formatting_and_heat():
-    assert fmt(None) == "-" and fmt(3) == "3" and fmt(2.5) == "2.5" and fmt(2.0) == "2"
-    assert fmt(3 * 2**20, "bytes") == "3.0 MiB" and fmt(512, "bytes") == "512"
+def test_the_layer_table_shows_a_column_set_with_its_unit_once(live):
+    live.wait_tokens(3)
+    rows = live.session.snapshot()["window"]["layers"]
+    bytes_only = head_html("bytes") + body_html(rows, "bytes")
+    names = re.findall(r'<th data-col="(\w+)" title=', bytes_only)
+    assert names == [c.name for c in columns_of("bytes")[1:]]
+    assert bytes_only.count('<th class="unit"') == 1 and ">bytes</th>" in bytes_only
+    # every figure is written by the one formatter, and carries its value for sorting
+    first = rows[0]
+    cell = f'data-v="{first["bytes_demand"]}">{figure(first["bytes_demand"], "bytes")}</td>'
+    assert cell in bytes_only
+    everything = head_html(ALL) + body_html(rows, ALL)
+    assert all(f'data-col="{c.name}"' in everything for c in COLUMNS)
+
+
+def test_heat_levels():
     assert heat([0, 5, 10, None]) == [0, HEAT_LEVELS // 2, HEAT_LEVELS - 1, None]
     assert heat([4, 4]) == [0, 0] and heat([None]) == [None]
 

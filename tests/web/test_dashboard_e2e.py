@@ -1,14 +1,13 @@
 """The dashboard in a real headless Chromium (Debian's, driven by Playwright).
 
 Run on their own: `python -m pytest -m e2e` (Playwright's sync API keeps an event loop on
-the main thread). Screenshots go to test-output/.
+the main thread). Screenshots go to test-output/. The browser fixtures are in conftest.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import re
 import statistics
 import time
 from pathlib import Path
@@ -23,45 +22,7 @@ expect = playwright.expect
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--disable-background-networking", "--disable-component-update"]
 OUT = Path("test-output")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def open_page(browser):
-    """Opens the dashboard; fails the test on any page error or console error, except
-    those matching `allowed` (regular expressions)."""
-    pages, errors = [], []
-
-    def open_(url: str, allowed: tuple[str, ...] = ()):
-        def console(m) -> None:
-            if m.type == "error" and not any(re.search(a, m.text) for a in allowed):
-                errors.append(f"console {m.type}: {m.text}")
-
-        page = browser.new_page(viewport={"width": 1600, "height": 1000})
-        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-        page.on("console", console)
-        page.goto(url)
-        expect(page.locator("#connection")).to_have_text("connected")
-        pages.append(page)
-        return page
-
-    yield open_
-    for page in pages:
-        page.close()
-    assert errors == []
 
 
 def shot(page, name: str) -> None:
@@ -69,12 +30,21 @@ def shot(page, name: str) -> None:
     page.screenshot(path=OUT / f"{name}.png", full_page=True)
 
 
+# the token count the status line shows, as a number (it is written 1,234)
+TOKENS_SHOWN = "Number(document.getElementById('st-tokens').textContent.replaceAll(',', ''))"
+
+
 def number(page, selector: str) -> float:
-    return float(page.locator(selector).text_content())
+    return float(page.locator(selector).text_content().replace(",", ""))
 
 
 def cell(page, layer: int, column: str):
-    return page.locator(f'#layers-body tr[data-layer="{layer}"] td[data-col="{column}"]')
+    return page.locator(f'#layers tbody tr[data-layer="{layer}"] td[data-col="{column}"]')
+
+
+def show_columns(page, column_set: str) -> None:
+    page.locator("#view-toggle select[name=columns]").select_option(column_set)
+    expect(page.locator("#layers thead th.unit").first).to_have_text(column_set)
 
 
 def hit_rate_over(live, tokens: int = 128) -> float:
@@ -98,11 +68,12 @@ def test_page_loads_and_the_layer_table_keeps_updating(live, open_page):
     expect(page.locator("#st-state")).to_have_text("running")
     expect(page.locator("#st-model")).to_contain_text("strata-tiny-4x16")
     expect(page.locator("#layers tbody tr")).to_have_count(4)
+    expect(cell(page, 3, "hit_rate")).not_to_be_empty()  # the first column set: rates
+    show_columns(page, "experts")
     expect(cell(page, 3, "lookups")).not_to_be_empty()
     tokens, lookups = number(page, "#st-tokens"), cell(page, 0, "lookups").text_content()
     live.wait_tokens(20)
-    page.wait_for_function(f"Number(document.getElementById('st-tokens').textContent) > "
-                           f"{tokens}")
+    page.wait_for_function(f"{TOKENS_SHOWN} > {tokens}")
     page.locator("#view-toggle input[value=cumulative]").check()
     expect(page.locator("#st-view")).to_contain_text("cumulative")
     expect(cell(page, 0, "lookups")).not_to_have_text(lookups)
@@ -113,9 +84,10 @@ def test_page_loads_and_the_layer_table_keeps_updating(live, open_page):
     expect(page.locator("#st-state")).to_have_text("paused")
     page.get_by_role("button", name="resume").click()
     expect(page.locator("#st-state")).to_have_text("running")
-    rows = page.locator("#layers-body tr")
+    rows = page.locator("#layers tbody tr")
     page.wait_for_function("tunerStats.messages > 10")
-    hits = [float(rows.nth(i).locator("td[data-col=hits]").text_content()) for i in range(4)]
+    hits = [float(rows.nth(i).locator("td[data-col=hits]").text_content().replace(",", ""))
+            for i in range(4)]
     assert hits == sorted(hits, reverse=True)
     shot(page, "dashboard-tiny")
 
@@ -217,8 +189,7 @@ def test_page_reconnects_after_a_server_restart(controller, open_page):
         expect(page.locator("#connection")).to_have_text("connected", timeout=20_000)
         tokens = number(page, "#st-tokens")
         again.wait_tokens(10)
-        page.wait_for_function(
-            f"Number(document.getElementById('st-tokens').textContent) > {tokens}")
+        page.wait_for_function(f"{TOKENS_SHOWN} > {tokens}")
 
 
 @pytest.fixture(scope="module")
@@ -234,6 +205,7 @@ def test_64_layers_at_10_updates_per_second(model64, open_page):
         for live in serve(controller):
             page = open_page(live.url)
             expect(page.locator("#layers tbody tr")).to_have_count(64)
+            show_columns(page, "experts")
             page.locator("#layers th[data-col=sync_misses]").click()  # sorting costs too
             page.wait_for_function("tunerStats.messages >= 5")
             page.evaluate("tunerStats.swapMs = []; tunerStats.latencyMs = [];"
@@ -244,8 +216,10 @@ def test_64_layers_at_10_updates_per_second(model64, open_page):
                 function tick(t) {{ times.push(t); if (t < end) requestAnimationFrame(tick);
                                     else done(times); }}
                 requestAnimationFrame(tick); }})""")
-            stats = page.evaluate("tunerStats")
+            stats = page.evaluate("({messages: tunerStats.messages, swapMs: tunerStats.swapMs, "
+                                  "latencyMs: tunerStats.latencyMs})")
             shot(page, "dashboard-64-layers")
+            page.close()  # before its server stops
     finally:
         controller.session.stop()
     gaps = sorted(b - a for a, b in itertools.pairwise(frames))

@@ -141,3 +141,50 @@ def test_serve_runs_the_engine_behind_the_api(tiny_overrides):
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: uvicorn shuts down, then the session
         assert proc.wait(timeout=30) == 130
+
+
+def test_saving_never_replaces_a_shipped_preset_and_asks_before_a_user_one(live):
+    api = f"{live.url}/api/presets"
+    shipped = Store().get("baseline")
+    r = httpx.post(f"{api}/baseline", json={"description": "mine now", "overwrite": True})
+    assert r.status_code == 403 and "shipped" in r.json()["detail"]
+    assert Store().get("baseline").meta == shipped.meta  # the A/B baseline is untouched
+
+    assert httpx.post(f"{api}/mine", json={"description": "first"}).status_code == 201
+    httpx.patch(f"{live.url}/api/settings", json={"moce_bonus": 0.5}).raise_for_status()
+    r = httpx.post(f"{api}/mine", json={})
+    assert r.status_code == 409 and "overwrite" in r.json()["detail"]
+    assert "moce_bonus" not in Store().get("mine").knobs
+    r = httpx.post(f"{api}/mine", json={"overwrite": True})
+    assert r.status_code == 201
+    assert r.json()["knobs"]["moce_bonus"] == 0.5 and r.json()["meta"]["description"] == "first"
+    r = httpx.post(f"{api}/mine", json={"overwrite": True, "description": "second"})
+    assert r.json()["meta"]["description"] == "second"
+
+
+def test_the_page_asks_before_it_replaces_a_preset(live):
+    def post(**data: str) -> str:
+        return httpx.post(f"{live.url}/ui/presets", headers=live.page_headers, data=data).text
+
+    assert "saved the current settings as mine" in post(name="mine", description="kept")
+    httpx.patch(f"{live.url}/api/settings", json={"moce_bonus": 0.5}).raise_for_status()
+    asked = post(name="mine", description="")
+    assert "a user preset named mine exists" in asked
+    assert 'name="overwrite" value="1"' in asked and "overwrite mine</button>" in asked
+    assert "moce_bonus" not in Store().get("mine").knobs
+    done = post(name="mine", description="", overwrite="1")
+    assert "saved the current settings as mine" in done
+    assert Store().get("mine").knobs["moce_bonus"] == 0.5
+    assert Store().get("mine").meta["description"] == "kept"
+    assert "shipped presets cannot be replaced" in post(name="2q", overwrite="1")
+
+
+def test_presets_cli_asks_for_overwrite(tuner_home, capsys):
+    assert cli(["presets", "save", "fast", "--description", "first"]) == 0
+    with pytest.raises(SystemExit) as err:
+        cli(["presets", "save", "fast", "--moce-bonus", "0.5"])
+    assert "--overwrite" in str(err.value)
+    assert cli(["presets", "save", "fast", "--moce-bonus", "0.5", "--overwrite"]) == 0
+    assert Store().get("fast").meta["description"] == "first"
+    assert cli(["presets", "save", "2q", "--overwrite"]) == 2
+    assert "shipped" in capsys.readouterr().err

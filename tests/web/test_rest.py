@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
 from tests.web.live import serve
-from tuner.engine.counters import COUNTERS
+from tuner.engine.counters import COUNTERS, HEADLINES
 from tuner.knobs import KNOBS
 
 
@@ -140,3 +142,49 @@ def test_token_is_required_everywhere(controller):
                              headers={"Authorization": "Bearer s3cret"}).status_code == 200
         r = httpx.patch(f"{live.url}/api/settings", json={"moce_bonus": 1.0})
         assert r.status_code == 401 and live.session.applied_version == 1
+
+
+def test_an_empty_change_makes_no_version(live):
+    before = live.controller.state()
+    r = httpx.patch(f"{live.url}/api/settings", json={})
+    assert r.status_code == 200 and r.json()["version"] == before["version"]
+    same = {"moce_bonus": before["settings"]["moce_bonus"]}
+    assert httpx.patch(f"{live.url}/api/settings", json=same).json()["version"] \
+        == before["version"]
+    assert live.session.snapshot()["changes"] == []  # no change marker for no change
+
+
+def test_metrics_has_the_headline_figures_of_both_spans(live):
+    live.wait_tokens(5)
+    lines = httpx.get(f"{live.url}/metrics").text.splitlines()
+    for h in HEADLINES:
+        assert f"# TYPE tuner_{h.key} gauge" in lines
+        assert any(ln.startswith(f'tuner_{h.key}{{span="window"}}') for ln in lines) \
+            or h.key.endswith("usefulness")  # none measured with prefetch off
+    assert any(ln.startswith('tuner_hit_rate{span="cumulative"} ') for ln in lines)
+
+
+def test_experts_and_curve(live):
+    live.wait_tokens(10)
+    live.session.pause()
+    deadline = time.monotonic() + 10
+    while (data := httpx.get(f"{live.url}/api/experts").json())["resident"] is None:
+        assert time.monotonic() < deadline, "no residency map"
+        time.sleep(0.05)
+    snap = httpx.get(f"{live.url}/api/snapshot").json()
+    assert [sum(row) for row in data["routings"]] == [r["lookups"] for r in
+                                                      snap["window"]["layers"]]
+    assert [sum(row) for row in data["resident"]] == [r["resident"] for r in snap["layers"]]
+    whole = httpx.get(f"{live.url}/api/experts", params={"view": "cumulative"}).json()
+    assert whole["view"] == "cumulative" and whole["tokens"] == snap["tokens"]
+    assert httpx.get(f"{live.url}/api/experts", params={"view": "all"}).status_code == 422
+    while (r := httpx.get(f"{live.url}/api/curve")).status_code == 204:
+        assert time.monotonic() < deadline + 50, "no curve"
+        time.sleep(0.1)
+    curve = r.json()
+    assert curve["arena"] == 16 and 16 in curve["sizes"] and curve["policy"] == "lru"
+    assert len(curve["hit_rate"]["opt"]) == len(curve["sizes"])
+    # Belady's MIN is the bound: no online policy beats it at any size
+    for policy in ("lru", "2q"):
+        assert all(o >= p for o, p in zip(curve["hit_rate"]["opt"],
+                                           curve["hit_rate"][policy]))

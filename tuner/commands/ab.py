@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.cli import add_knob_flags, engine_settings, print_json
 from tuner.measure.ab import arm_settings, run_ab
 from tuner.measure.report import knob_change, result_lines
 
@@ -35,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
     for name, least in (("pairs", 1), ("tokens", 1), ("warmup", 0)):
         if getattr(args, name) < least:
             raise SystemExit(f"tuner ab: --{name} must be at least {least}")
-    base = settings_from_args(args)
+    base = engine_settings(args)
     a, b = arm_settings(args.a, base), arm_settings(args.b, base)
     result = run_ab(a, b, args.pairs, args.tokens, args.warmup, _progress)
     result["labels"] = {"A": args.a, "B": args.b}

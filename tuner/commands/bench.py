@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.cli import add_knob_flags, engine_settings, print_json
+from tuner.engine.model import ModelError
 from tuner.measure import bench
 from tuner.settings import to_config
 
@@ -41,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
     if unknown:
         raise SystemExit(f"tuner bench: unknown section(s) {sorted(unknown)}; "
                          f"allowed: {', '.join(SECTIONS)}")
-    settings = settings_from_args(args)
+    settings = engine_settings(args)
     cfg = to_config(settings)
     if args.tokens is not None and args.tokens < 1:
         raise SystemExit(f"tuner bench: --tokens must be >= 1, got {args.tokens}")
@@ -72,6 +73,8 @@ def main(args: argparse.Namespace) -> int:
         try:
             out["ui"] = measure_ui_overhead(settings, tokens=args.tokens or 160,
                                             rounds=args.rounds)
+        except ModelError:
+            raise  # cli reports it
         except ValueError as err:
             raise SystemExit(f"tuner bench: --tokens/--rounds: {err}") from None
     if args.json:
@@ -99,7 +102,9 @@ def _print(out: dict) -> None:
         print(f"(c) telemetry: {r['tok_s_with']} tok/s with {r['clients']} websocket clients "
               f"at {r['rate']}/s / {r['tok_s_without']} tok/s without = {r['ratio']} "
               f"({r['updates_per_client_s']} updates per client a second, "
-              f"{len(r['errors'])} errors)")
+              f"{len(r['errors'])} errors); the clients cost "
+              f"{r['cpu_share_paused_with_clients'] - r['cpu_share_paused']:.1f} % of a core "
+              "with the engine paused")
     if "link" in out:
         r = out["link"]
         print(f"(d) link: {r['skipped']}" if "skipped" in r else

@@ -7,15 +7,30 @@ import argparse
 from tuner.cli import print_json
 from tuner.knobs import KNOBS
 
+HEADER = ("group", "knob", "env", "default", "allowed", "unit", "class", "what it does")
+
+
+def rows() -> list[tuple[str, ...]]:
+    """One row per knob, the columns of HEADER."""
+    return [(k.group, k.name, k.env, repr(int(k.default) if k.type is bool else k.default),
+             k.allowed(), k.unit or "-", "restart" if k.restart else "live", k.help)
+            for k in KNOBS]
+
 
 def markdown() -> str:
-    rows = ["| group | knob | env | default | allowed | unit | class | what it does |",
-            "|---|---|---|---|---|---|---|---|"]
-    for k in KNOBS:
-        default = int(k.default) if k.type is bool else k.default
-        rows.append(f"| {k.group} | `{k.name}` | `{k.env}` | `{default!r}` | {k.allowed()} | "
-                    f"{k.unit or '-'} | {'restart' if k.restart else 'live'} | {k.help} |")
-    return "\n".join(rows) + "\n"
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    for group, name, env, default, allowed, unit, cls, help_ in rows():
+        lines.append(f"| {group} | `{name}` | `{env}` | `{default}` | {allowed} | {unit} | "
+                     f"{cls} | {help_} |")
+    return "\n".join(lines) + "\n"
+
+
+def text() -> str:
+    """Aligned columns under a header; the help runs on to the end of the line."""
+    table = [HEADER, *rows()]
+    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER) - 1)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1]
+                     for r in table) + "\n"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +46,5 @@ def main(args: argparse.Namespace) -> int:
     elif args.markdown:
         print(markdown(), end="")
     else:
-        for k in KNOBS:
-            print(f"{k.env:32} {k.name:20} {k.default!r:8} {k.allowed():28} {k.help}")
+        print(text(), end="")
     return 0

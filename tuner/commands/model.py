@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.cli import add_knob_flags, engine_settings, print_json
 from tuner.commands.trace import reporting_trace_errors
 from tuner.engine import quant, synth, trace_format
 from tuner.engine.checkpoint import DTYPE_NAMES, Checkpoint
@@ -149,7 +149,7 @@ def _quantize(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    session = Session(to_config(settings_from_args(args)))
+    session = Session(to_config(engine_settings(args)))
     try:
         session.run(args.tokens)
         stats = routing_stats(session)

@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 
 from tuner.cli import add_knob_flags, print_json, settings_from_args
-from tuner.presets import Store, knob_diff
+from tuner.presets import PresetExists, Store, knob_diff
 from tuner.settings import defaults
 
 
@@ -34,7 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     a = actions.add_parser("save", help="save the settings given by --preset and knob flags "
                                         "as a user preset")
     a.add_argument("name")
-    a.add_argument("--description", default="")
+    a.add_argument("--description", help="default: none for a new preset; a replaced one "
+                   "keeps its own")
+    a.add_argument("--overwrite", action="store_true", help="replace a user preset of that "
+                   "name (shipped presets are never replaced)")
     add_knob_flags(a)
     a.set_defaults(func=save)
 
@@ -82,7 +85,10 @@ def save(args: argparse.Namespace) -> int:
     store = Store()
     settings = settings_from_args(args)
     based_on = args.preset if args.preset in store.names() else None  # a name, not a path
-    preset = store.save(args.name, settings, args.description, based_on=based_on)
+    try:
+        preset = store.save(args.name, settings, args.description, based_on, args.overwrite)
+    except PresetExists as err:
+        raise SystemExit(f"tuner presets save: {err} (--overwrite)") from None
     print(f"saved {preset.path}")
     return 0
 

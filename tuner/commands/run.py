@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from tuner.cli import add_knob_flags, int_list, print_json, settings_from_args
+from tuner.cli import add_knob_flags, engine_settings, int_list, print_json
 from tuner.engine.session import Session
 from tuner.settings import to_config
 
@@ -24,11 +25,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.tokens < 1:
         raise SystemExit("tuner run: --tokens must be at least 1")
-    settings = settings_from_args(args)
+    settings = engine_settings(args)
     try:
         session = Session(to_config(settings), prompt_ids=args.prompt_ids, prompt=args.prompt)
     except ValueError as err:
         raise SystemExit(f"tuner run: {err}") from None
+    if session.unknown_words:
+        words = ", ".join(dict.fromkeys(session.unknown_words))
+        print(f"tuner run: warning: {len(session.unknown_words)} prompt word(s) are not in "
+              f"the model's vocabulary and were read as "
+              f"{session.tokenizer.model.unk_token}: {words}", file=sys.stderr)
     vocab = session.ckpt.config.vocab_size
     if args.prompt_ids and max(args.prompt_ids) >= vocab:
         raise SystemExit(f"tuner run: --prompt-ids must be < {vocab} (the model's vocabulary)")

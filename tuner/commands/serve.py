@@ -7,12 +7,9 @@ import ipaddress
 import os
 import socket
 
-from tuner.cli import add_knob_flags, settings_from_args
+from tuner.cli import add_knob_flags, engine_settings
 
 DEFAULT_PORT = 8765
-# On SIGTERM or Ctrl-C, open requests and websockets get this long to finish; then the
-# server closes them, so the process ends within a few seconds whatever clients do.
-GRACE_S = 2.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,9 +60,9 @@ def main(args: argparse.Namespace) -> int:
     from tuner.presets import Store
     from tuner.settings import to_config
     from tuner.web.app import create_app
-    from tuner.web.limits import MAX_BODY
+    from tuner.web.local import server_config
 
-    settings = settings_from_args(args)
+    settings = engine_settings(args)
     # Bound before the engine starts: a port in use fails at once, and the URL printed
     # below already accepts connections.
     ipv6 = ":" in args.host
@@ -75,20 +72,22 @@ def main(args: argparse.Namespace) -> int:
     except OSError as err:
         raise SystemExit(f"tuner serve: cannot listen on {args.host}:{args.port}: {err}") \
             from None
+    try:
+        session = Session(to_config(settings))
+    except BaseException:
+        sock.close()
+        raise  # a bad model folder: cli reports its one line
+    session.start()
     store = Store()
     store.clean()
-    session = Session(to_config(settings))
-    session.start()
+    controller = Controller(session, settings, store)
     try:
-        app = create_app(Controller(session, settings, store), args.token,
-                         allowed_hosts=tuple(args.allowed_host))
+        app = create_app(controller, args.token, allowed_hosts=tuple(args.allowed_host))
         host = f"[{args.host}]" if ipv6 else args.host
         print(f"tuner: serving {session.ckpt.name} at http://{host}:{args.port}/"
               + (" (token required)" if args.token else ""), flush=True)
-        config = uvicorn.Config(app, log_level="warning", ws_max_size=MAX_BODY,
-                                timeout_graceful_shutdown=GRACE_S)
-        uvicorn.Server(config).run(sockets=[sock])
+        uvicorn.Server(server_config(app)).run(sockets=[sock])
     finally:
-        session.stop()
+        controller.close()
         sock.close()
     return 0

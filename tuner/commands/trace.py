@@ -7,7 +7,7 @@ import functools
 import sys
 from pathlib import Path
 
-from tuner.cli import add_knob_flags, int_list, print_json, settings_from_args
+from tuner.cli import add_knob_flags, engine_settings, int_list, print_json
 from tuner.engine import trace_format
 from tuner.engine.trace_format import TraceError
 from tuner.settings import to_config
@@ -90,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _record(args: argparse.Namespace) -> int:
     if args.tokens < 1:
         raise SystemExit("tuner trace record: --tokens must be at least 1")
-    trace, snap = record(to_config(settings_from_args(args)), args.tokens, args.logits)
+    trace, snap = record(to_config(engine_settings(args)), args.tokens, args.logits)
     trace_format.save(trace, args.out)
     t = snap["totals"]
     print(f"wrote {args.out}: {trace.tokens} tokens x {trace.layers} layers x top-{trace.top_k}"

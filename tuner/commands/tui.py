@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from tuner.cli import add_knob_flags, given_knobs, knob_flag, settings_from_args
+from tuner.cli import add_knob_flags, engine_settings, given_knobs, knob_flag
 from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
 
 
@@ -69,10 +68,7 @@ def _embedded(args: argparse.Namespace) -> int:
     from tuner.ui.app import create_app
     from tuner.ui.embedded import EmbeddedBackend
 
-    settings = settings_from_args(args)
-    if not settings.model:
-        print("tuner tui: loading the embedded demo model (made on first use)...",
-              file=sys.stderr)
+    settings = engine_settings(args)
     try:
         session = Session(to_config(settings))
     except (OSError, ValueError) as err:  # a missing or unreadable model folder
@@ -80,10 +76,10 @@ def _embedded(args: argparse.Namespace) -> int:
     session.start()
     store = Store()
     store.clean()
+    controller = Controller(session, settings, store)
     try:
-        app = create_app(EmbeddedBackend(Controller(session, settings, store)),
-                         refresh_hz=args.refresh_hz)
+        app = create_app(EmbeddedBackend(controller), refresh_hz=args.refresh_hz)
         app.run()
         return app.return_code or 0
     finally:
-        session.stop()
+        controller.close()

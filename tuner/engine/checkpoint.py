@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from tuner.engine.model import ModelConfig, Weights
+from tuner.engine.model import FOLDER, ModelConfig, ModelError, Weights, read_config
 from tuner.engine.quant import Quant
 
 _DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -106,19 +106,34 @@ class Extent:
 
 
 def read_header(path: Path) -> tuple[int, dict]:
-    """(offset of the data section, header dict) of a safetensors file."""
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
+    """(offset of the data section, header dict) of a safetensors file; ModelError naming
+    the file when it is not one, or is shorter than its header says."""
+    size = Path(path).stat().st_size
+    try:
+        with open(path, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            if 8 + n > size:
+                raise ValueError(f"a header of {n} bytes in a file of {size}")
+            header = json.loads(f.read(n))
+        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"),
+                  default=0)
+    except (struct.error, ValueError, TypeError, KeyError, IndexError,
+            AttributeError) as err:
+        raise ModelError(f"{path} is not a safetensors file ({type(err).__name__}: {err}): "
+                         f"{FOLDER}") from None
+    if 8 + n + end > size:
+        raise ModelError(f"{path} is truncated: its header says {8 + n + end} bytes, the file "
+                         f"has {size}; write or download it again")
     header.pop("__metadata__", None)
     return 8 + n, header
 
 
 class Checkpoint:
     def __init__(self, folder: Path):
+        """Raises ModelError, naming the file, for anything that makes the folder unusable."""
         self.folder = Path(folder)
-        self.config = ModelConfig.read(self.folder)
-        self.raw_config = json.loads((self.folder / "config.json").read_text())
+        self.raw_config = read_config(self.folder)
+        self.config = ModelConfig.read(self.folder, self.raw_config)
         self.quant = Quant.from_config(self.raw_config.get("quantization_config"))
         self.files = self._shard_files()
         self._where: dict[str, tuple[str, int, int, torch.dtype, tuple[int, ...]]] = {}
@@ -128,7 +143,7 @@ class Checkpoint:
                 begin, end = t["data_offsets"]
                 dtype = _DTYPES.get(t["dtype"])
                 if dtype is None:
-                    raise ValueError(f"{path}: tensor {name} has dtype {t['dtype']}; "
+                    raise ModelError(f"{path}: tensor {name} has dtype {t['dtype']}; "
                                      f"supported: {', '.join(_DTYPES)}")
                 self._where[name] = (str(path), base + begin, end - begin, dtype,
                                      tuple(t["shape"]))
@@ -157,15 +172,21 @@ class Checkpoint:
     def _shard_files(self) -> list[Path]:
         index = self.folder / "model.safetensors.index.json"
         if index.is_file():
-            names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            try:
+                names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+                raise ModelError(f"{index} is not a safetensors index ({type(err).__name__}: "
+                                 f"{err}); it maps tensor names to shard files under "
+                                 "'weight_map'") from None
             files = [self.folder / n for n in names]
         else:
             files = sorted(self.folder.glob("*.safetensors"))
         if not files:
-            raise FileNotFoundError(f"{self.folder} has no *.safetensors files")
-        missing = [str(f) for f in files if not f.is_file()]
+            raise ModelError(f"{self.folder} has no *.safetensors weights: {FOLDER}")
+        missing = [f.name for f in files if not f.is_file()]
         if missing:
-            raise FileNotFoundError(f"shards listed in the index are missing: {missing}")
+            raise ModelError(f"{index} lists shards that are missing from {self.folder}: "
+                             f"{', '.join(missing)}")
         return files
 
     def _layout(self) -> Layout:
@@ -175,7 +196,9 @@ class Checkpoint:
             for part in unit:
                 key = self._tensor(0, 0, part)
                 if key not in self._where:
-                    raise KeyError(f"{self.folder}: tensor {key} is missing")
+                    raise ModelError(f"{self.folder}: tensor {key} is missing from its "
+                                     "*.safetensors; a routed expert has gate, up and down "
+                                     "matrices")
         first = {unit: self._where[self._tensor(0, 0, unit[0])][:2] for unit in units}
         parts, offset = [], 0
         for unit in sorted(units, key=first.__getitem__):
@@ -192,10 +215,14 @@ class Checkpoint:
         out: list[Extent] = []
         for p in self.parts:
             key = self._tensor(layer, expert, p.name)
+            if key not in self._where:
+                raise ModelError(f"{self.folder}: tensor {key} is missing from its "
+                                 "*.safetensors; every layer has every expert")
             path, off, length, dtype, shape = self._where[key]
             if (dtype, shape) != (p.dtype, p.shape):
-                raise ValueError(f"expert ({layer}, {expert}) {p.name}: {dtype} {shape} differs "
-                                 f"from expert (0, 0): {p.dtype} {p.shape}")
+                raise ModelError(f"{path}: expert ({layer}, {expert}) {p.name}: {dtype} {shape} "
+                                 f"differs from expert (0, 0): {p.dtype} {p.shape}; every "
+                                 "expert must have the same shapes")
             last = out[-1] if out else None
             if (last and last.path == path and last.offset + last.length == off
                     and last.dst + last.length == p.offset):

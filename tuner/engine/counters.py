@@ -1,8 +1,12 @@
 """Per-layer counters, cumulative and over a sliding window of tokens.
 
 `COUNTERS` is the counter table: every UI column and every Prometheus series is generated
-from it. Counts accumulate in a per-token scratch row owned by the decode thread and are
-folded into the shared totals at each token boundary, under a lock held for microseconds.
+from it. `DERIVED` are the per-layer figures computed from the counts, `TOTALS` the
+figures of a snapshot's totals, and `HEADLINES` the few of them every UI leads with (the
+page's charts, the terminal's overview, the help and /metrics read the same table).
+Counts accumulate in a per-token scratch row owned by the decode thread and are folded
+into the shared totals at each token boundary, under a lock held for microseconds; the
+per-expert counts (`ExpertLog`) are folded in under the same lock.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+
+from tuner.engine.expert_log import ExpertLog
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,56 @@ DERIVED: tuple[Column, ...] = (
              "(- where nothing was scored)") for p in PREDICTORS),
     *(Column(f"{p}_whole_pct", "%", f"{p} predictor: routings named exactly / scored")
       for p in PREDICTORS),
+    # The counts above are sums over the window (or the run); these are per token.
+    Column("layer_ms_per_token", "ms/token", "layer_ms / tokens: the layer's MoE block per "
+           "token"),
+    Column("stall_ms_per_token", "ms/token", "stall_ms / tokens: waiting for reads per token"),
+    Column("sync_misses_per_token", "experts/token", "sync_misses / tokens"),
+    Column("bytes_per_token", "bytes/token", "(bytes_demand + bytes_spec) / tokens"),
+)
+
+# The figures of a snapshot's totals besides the sums of every counter.
+TOTALS: tuple[Column, ...] = (
+    Column("tokens", "tokens", "tokens decoded"),
+    Column("seconds", "s", "seconds spent decoding them"),
+    Column("ms_per_token", "ms/token", "decode time per token"),
+    Column("tok_s", "tokens/s", "tokens decoded per second"),
+    Column("hit_rate", "%", "hits / lookups"),
+    Column("sync_misses_per_token", "experts/token", "sync misses per token"),
+    Column("bytes_read", "bytes", "bytes read, demand and speculative"),
+    Column("bytes_per_token", "bytes/token", "bytes read per token, demand and speculative"),
+    Column("spec_bytes_per_token", "bytes/token", "bytes read speculatively per token"),
+    Column("read_gbps", "GB/s", "bytes read / decode seconds"),
+    Column("h2d_gbps", "GB/s", "bytes uploaded to the device / copy-engine time (CUDA)"),
+    Column("link_bytes_per_token", "bytes/token", "bytes copied over the link per token"),
+    Column("cpu_fraction", "%", "cpu_experts / (cpu_experts + link_experts)"),
+    Column("issue_usefulness", "%", "prefetch claimed (late or timely) / issued"),
+    Column("timely_usefulness", "%", "prefetch claimed after its read completed / issued"),
+    Column("pf_pending", "experts", "prefetch issued and not yet settled"),
+    Column("resident", "experts", "experts resident in the arena now"),
+    Column("residency", "%", "resident / layer-expert pairs"),
+    *(c for c in DERIVED if c.name.startswith(PREDICTORS)),
+)
+
+
+@dataclass(frozen=True)
+class Headline:
+    key: str  # a key of the snapshot's totals
+    label: str
+
+    @property
+    def column(self) -> Column:
+        return TOTAL_BY_NAME[self.key]
+
+
+TOTAL_BY_NAME = {c.name: c for c in TOTALS}
+HEADLINES: tuple[Headline, ...] = (
+    Headline("ms_per_token", "ms per token"),
+    Headline("hit_rate", "hit rate"),
+    Headline("bytes_per_token", "bytes per token"),
+    Headline("sync_misses_per_token", "sync misses per token"),
+    Headline("issue_usefulness", "prefetch useful"),
+    Headline("timely_usefulness", "prefetch timely"),
 )
 
 
@@ -82,9 +138,16 @@ def _pct(num: float, den: float) -> float | None:
     return round(100.0 * float(num) / float(den), 2) if den else None
 
 
+def _per_token(value: float, tokens: int) -> float | None:
+    return round(value / tokens, 3) if tokens else None
+
+
 class Counters:
-    def __init__(self, layers: int, experts: int, top_k: int, window: int):
+    def __init__(self, layers: int, experts: int, top_k: int, window: int,
+                 keep: int | None = None):
+        """`keep`: tokens of routing the expert log holds (default twice the window)."""
         self.layers, self.experts, self.top_k = layers, experts, top_k
+        self.per_expert = ExpertLog(layers, experts, top_k, window, keep or 2 * window)
         self.cur = np.zeros((layers, len(COUNTERS)))  # this token, decode thread only
         self._lock = threading.Lock()
         self._ring: deque[tuple[np.ndarray, int, float]] = deque(maxlen=window + 1)
@@ -112,6 +175,7 @@ class Counters:
             self._seconds += seconds
             if tokens:
                 self._ring.append((self._cum.copy(), self._tokens, self._seconds))
+                self.per_expert.fold()
         self.cur[:] = 0
 
     @property
@@ -128,7 +192,17 @@ class Counters:
             return cum, tokens, secs
         return cum - base[0], tokens - base[1], secs - base[2]
 
-    def rows(self, counts: np.ndarray, resident: list[int]) -> list[dict]:
+    def expert_counts(self, window: bool) -> tuple[np.ndarray, np.ndarray, int]:
+        """(routings [L, E], sync misses [L, E], tokens), whole run or window."""
+        with self._lock:
+            return self.per_expert.counts(window)
+
+    def routings(self) -> np.ndarray:
+        """The expert log's routings, oldest first [T, L, K]."""
+        with self._lock:
+            return self.per_expert.routings()
+
+    def rows(self, counts: np.ndarray, tokens: int, resident: list[int]) -> list[dict]:
         out = []
         # Python floats: indexing a numpy array element by element costs more than the rest
         for layer, c in enumerate(counts.tolist()):
@@ -143,6 +217,11 @@ class Counters:
                 scored = c[IDX[f"{p}_scored"]]
                 row[f"{p}_pct"] = _pct(c[IDX[f"{p}_slots"]], scored * self.top_k)
                 row[f"{p}_whole_pct"] = _pct(c[IDX[f"{p}_whole"]], scored)
+            row["layer_ms_per_token"] = _per_token(c[IDX["layer_ms"]], tokens)
+            row["stall_ms_per_token"] = _per_token(c[IDX["stall_ms"]], tokens)
+            row["sync_misses_per_token"] = _per_token(c[IDX["sync_misses"]], tokens)
+            row["bytes_per_token"] = _per_token(c[IDX["bytes_demand"]] + c[IDX["bytes_spec"]],
+                                                tokens)
             out.append(row)
         return out
 

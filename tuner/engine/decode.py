@@ -107,7 +107,6 @@ class Engine:
         self.slots, self.pool = self.arena.slots, self.arena.pool
         self.spec = Speculator(self.arena, self.counters, L)
         self.prev_sel: list[list[int] | None] = [None] * L
-        self.routed = np.zeros((L, E))  # routings per (layer, expert), for popularity
         self.route_log: RouteLog | None = None  # set one to record routings
         self.routing = open_routing(cfg.routing, L, E, K)  # None: the model's routers route
         self.tier = Tier(L, E, self.slots)
@@ -160,6 +159,10 @@ class Engine:
     def resident_counts(self) -> list[int]:
         return [self.slots.resident_per_layer[l] for l in range(self.mc.num_layers)]
 
+    def resident_map(self) -> np.ndarray:
+        """[L, E] bool: which experts are resident now (the router's own residency mask)."""
+        return self.arena.mask_host.numpy().copy()
+
     # -- one token ---------------------------------------------------------------------
     def reset_sequence(self) -> None:
         """A new conversation: the prev-token predictor has nothing to go on."""
@@ -195,7 +198,7 @@ class Engine:
         self.spec.arrived(l)  # its upload overlaps the attention the GPU is still running
         routed = self._route(l, logits, x)
         sel = routed.sel
-        self.routed[l, sel] += 1
+        self.counters.per_expert.sel[l, :len(sel)] = sel
         if cfg.cpu_pool:  # the adaptive tier's counts, read only by the three sites
             self.tier.observe(l, sel, cfg.adapt_decay)
         if self.route_log is not None:
@@ -274,7 +277,7 @@ class Engine:
         """The arena row of each rank, the timely speculation it claimed (counted here) and
         the fetches it must wait for (demand reads and late speculation). A late speculative
         read keeps its speculative flag: its bytes count as speculative."""
-        arena, add = self.arena, self.counters.add
+        arena, add, miss = self.arena, self.counters.add, self.counters.per_expert.miss
         add(layer, "lookups", len(sel))
         plan = self.slots.claim_layer(layer, sel)
         for key in self.slots.evicted:
@@ -282,7 +285,7 @@ class Engine:
         self.slots.evicted.clear()
         bypass = iter(arena.bypass)
         rows, timely, waited = [], [], []
-        for claim, e in zip(plan, sel):
+        for rank, (claim, e) in enumerate(zip(plan, sel)):
             row = claim.slot
             if claim.kind == HIT:
                 add(layer, "hits")
@@ -302,6 +305,7 @@ class Engine:
                     row = next(bypass)
                     add(layer, "bypass")
                 add(layer, "sync_misses")
+                miss[layer, rank] = True
                 waited.append(arena.fetch((layer, e), row, speculative=False))
             rows.append(row)
         return rows, timely, waited

@@ -60,6 +60,13 @@ ARCHS: dict[str, Arch] = {
 }
 SUPPORTED_ARCHS = tuple(ARCHS)
 EXPERT_PARTS = ("gate", "up", "down")
+FOLDER = ("a model folder holds a Hugging Face MoE checkpoint: config.json and its "
+          "*.safetensors weights")
+
+
+class ModelError(ValueError):
+    """A model folder that cannot be used. The message names the file, what is wrong with
+    it and what is allowed: it is the one line a command prints."""
 
 
 @dataclass(frozen=True)
@@ -93,15 +100,38 @@ class ModelConfig:
 
     @classmethod
     def from_hf(cls, cfg: dict) -> ModelConfig:
+        """Raises ModelError naming the key that is wrong (the caller adds the file)."""
         arch = cfg.get("model_type", "?")
         if arch not in ARCHS:
-            raise ValueError(f"unsupported model_type {arch!r}; supported: "
-                             f"{', '.join(SUPPORTED_ARCHS)}")
+            raise ModelError(f"model_type {arch!r} is not supported: it is not one of the MoE "
+                             f"architectures {', '.join(SUPPORTED_ARCHS)}")
         spec = ARCHS[arch]
         step = cfg.get("decoder_sparse_step", 1)
         if cfg.get("mlp_only_layers") or step not in (None, 1):
-            raise ValueError(f"{arch}: dense MLP layers (mlp_only_layers, decoder_sparse_step "
+            raise ModelError(f"{arch}: dense MLP layers (mlp_only_layers, decoder_sparse_step "
                              f"{step}) are not supported; every layer must be a MoE layer")
+        experts = next((cfg[k] for k in spec.experts_key if cfg.get(k)), None)
+        if experts is None:
+            raise ModelError(f"none of {', '.join(spec.experts_key)} is set: a {arch} MoE "
+                             "config names its number of routed experts")
+        try:
+            return cls._from_keys(cfg, arch, spec, experts)
+        except KeyError as err:
+            raise ModelError(f"key {err.args[0]!r} is missing: a {arch} config has it") \
+                from None
+
+    @classmethod
+    def _from_keys(cls, cfg: dict, arch: str, spec: Arch, experts: int) -> ModelConfig:
+        sizes = ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                 "num_experts_per_tok", spec.width_key]
+        sizes += [k for k in ("num_key_value_heads", "head_dim") if cfg.get(k) is not None]
+        for key in sizes:
+            value = cfg[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ModelError(f"{key} = {value!r}: it must be a whole number >= 1")
+        if isinstance(experts, bool) or not isinstance(experts, int) or experts < 1:
+            raise ModelError(f"the number of routed experts = {experts!r}: it must be a whole "
+                             "number >= 1")
         heads = cfg["num_attention_heads"]
         rope = cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta")
         norm_topk = spec.norm_topk if spec.norm_topk is not None else \
@@ -114,7 +144,7 @@ class ModelConfig:
             num_heads=heads,
             num_kv_heads=cfg.get("num_key_value_heads") or heads,
             head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
-            num_experts=next(cfg[k] for k in spec.experts_key if cfg.get(k)),
+            num_experts=experts,
             top_k=cfg["num_experts_per_tok"],
             expert_width=cfg[spec.width_key],
             rms_eps=cfg.get("rms_norm_eps", 1e-6),
@@ -124,11 +154,32 @@ class ModelConfig:
         )
 
     @classmethod
-    def read(cls, folder: Path) -> ModelConfig:
-        path = Path(folder) / "config.json"
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} is missing; a model folder needs config.json")
-        return cls.from_hf(json.loads(path.read_text()))
+    def read(cls, folder: Path, raw: dict | None = None) -> ModelConfig:
+        """The config of a model folder (`raw`: its config.json, when already read)."""
+        raw = read_config(folder) if raw is None else raw
+        try:
+            return cls.from_hf(raw)
+        except ModelError as err:
+            raise ModelError(f"{Path(folder) / 'config.json'}: {err}") from None
+
+
+def read_config(folder: Path) -> dict:
+    """The folder's config.json as a dict; ModelError naming the file when there is none or
+    it is not a JSON object."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        what = "is a file" if folder.exists() else "does not exist"
+        raise ModelError(f"{folder} {what}: {FOLDER}")
+    path = folder / "config.json"
+    if not path.is_file():
+        raise ModelError(f"{path} is missing: {FOLDER}")
+    try:
+        cfg = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ModelError(f"{path} is not readable JSON ({err}): {FOLDER}") from None
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{path} holds a JSON {type(cfg).__name__}, not an object: {FOLDER}")
+    return cfg
 
 
 def compute_dtype(weights: torch.dtype, device: torch.device) -> torch.dtype:

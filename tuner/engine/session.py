@@ -24,12 +24,15 @@ from collections import deque
 from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from tuner import __version__
 from tuner.engine import synth
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.decode import Engine
+from tuner.engine.model import ModelError
+from tuner.engine.snapshot import Experts, Snapshot
 from tuner.engine.verify import find_bad_expert
 from tuner.knobs import BY_NAME, Config, config_dict
 
@@ -68,7 +71,21 @@ def load_tokenizer(folder: Path):
         return None
     from tokenizers import Tokenizer
 
-    return Tokenizer.from_file(str(path))
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # the library raises plain Exception for a bad file
+        raise ModelError(f"{path} is not a tokenizer file the tokenizers library reads "
+                         f"({err}); remove it to run the model without text") from None
+
+
+def encode(tokenizer, text: str) -> tuple[list[int], list[str]]:
+    """(token ids of `text`, the words of it that became the unknown token)."""
+    encoding = tokenizer.encode(text)
+    unk = getattr(tokenizer.model, "unk_token", None)
+    unk_id = tokenizer.token_to_id(unk) if unk else None
+    unknown = [text[start:end] for i, (start, end) in zip(encoding.ids, encoding.offsets)
+               if unk_id is not None and i == unk_id]
+    return encoding.ids, unknown
 
 
 TORCH_THREADS = torch.get_num_threads()  # torch's own default, before anything changed it
@@ -101,6 +118,7 @@ class Session:
         built-in corpus: every conversation starts from it."""
         self.cfg = cfg or Config()
         self.prompt_text = prompt
+        self.unknown_words: list[str] = []  # words of `prompt` the tokenizer does not know
         self.version = 1  # the latest version submitted
         self.applied_version = 1  # the version the engine runs
         self.settled_version = 1  # the latest version applied, refused or withdrawn
@@ -139,7 +157,7 @@ class Session:
             trim_heap()
         self.tokenizer = tokenizer
         if self.prompt_text is not None:
-            self.prompt_ids = tokenizer.encode(self.prompt_text).ids
+            self.prompt_ids, self.unknown_words = encode(tokenizer, self.prompt_text)
         mc = ckpt.config
         topics = self.ckpt.raw_config.get("tuner_recipe", {}).get("topics", 1)
         self._prompts = prompts(cfg.seed, mc.vocab_size, topics)
@@ -242,6 +260,7 @@ class Session:
             self._apply(boundary)
             with self._lock:
                 if self._paused or self.error:
+                    self._take_residency()  # nothing moves while paused: any time will do
                     self._lock.wait_for(lambda: self._stop or self._pending is not None
                                         or self._reset_pending or self._recover
                                         or not (self._paused or self.error), 0.5)
@@ -340,6 +359,7 @@ class Session:
         self.pos += 1
         self._resident = eng.resident_counts()
         eng.counters.end_token(time.perf_counter() - t0)
+        self._take_residency()
         self._hash.update(tok.to_bytes(4, "little"))
         self._hash.update(host.numpy().tobytes())
 
@@ -353,6 +373,12 @@ class Session:
                          "the dense weights or an arena copy do")
         return (f"the logits of token {self.tokens + 1} are not finite (NaN or inf): {what}; "
                 "verify_reads = 1 checks every expert read before it is used")
+
+    def _take_residency(self) -> None:
+        """The residency map, at a token boundary, when a reader asked for one."""
+        per_expert = self.engine.counters.per_expert
+        if per_expert.wants_residency:
+            per_expert.set_residency(self.engine.resident_map(), self.tokens)
 
     def _new_conversation(self, sequence: bool = True) -> None:
         """Starts the next prompt; `sequence`: a new routing sequence too (the predictors
@@ -396,7 +422,24 @@ class Session:
                                 timeout)
             return self.tokens >= n
 
-    def snapshot(self) -> dict:
+    def experts(self, window: bool) -> Experts:
+        """Per (layer, expert), plain data: routings and sync misses over the window or the
+        whole run, and the residency map (None until the decode thread has taken one)."""
+        c = self.engine.counters
+        routed, missed, tokens = c.expert_counts(window)
+        taken = c.per_expert.residency()
+        mc = self.ckpt.config
+        return {
+            "view": "window" if window else "cumulative",
+            "tokens": tokens,
+            "layers": mc.num_layers, "experts": mc.num_experts,
+            "routings": routed.tolist(),
+            "misses": missed.tolist(),
+            "resident": None if taken is None else taken[0].astype(np.uint8).tolist(),
+            "resident_at_token": None if taken is None else taken[1],
+        }
+
+    def snapshot(self) -> Snapshot:
         """Plain data: the same dict goes to the websocket, the TUI, --json and /metrics."""
         with self._lock:
             eng, ckpt = self.engine, self.ckpt
@@ -428,11 +471,11 @@ class Session:
             "conversations": self.conversations,
             "output_hash": self._hash.hexdigest()[:16],
             "totals": c.totals(cum, tokens, secs, resident),
-            "layers": c.rows(cum, resident),
+            "layers": c.rows(cum, tokens, resident),
             "window": {
                 "tokens": wtok,
                 "totals": c.totals(win, wtok, wsecs, resident),
-                "layers": c.rows(win, resident),
+                "layers": c.rows(win, wtok, resident),
             },
             "text": self._text(),
             "notes": eng.notes(),

@@ -36,7 +36,7 @@ def entropy(counts: np.ndarray) -> float:
 
 def routing_stats(session) -> dict:
     snap = session.snapshot()
-    routed = session.engine.routed
+    routed, _, _ = session.engine.counters.expert_counts(window=False)
     layers = []
     for row, counts in zip(snap["layers"], routed):
         share, ratio = skew(counts)

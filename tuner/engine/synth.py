@@ -418,11 +418,15 @@ def default_model_path(recipe: Recipe = DEFAULT) -> Path:
     return cache_dir() / recipe.id
 
 
-def ensure(recipe: Recipe = DEFAULT, folder: Path | None = None) -> Path:
-    """The model folder, made first if it is not there yet."""
+def is_made(recipe: Recipe = DEFAULT) -> bool:
+    return (default_model_path(recipe) / "config.json").is_file()
+
+
+def ensure(recipe: Recipe = DEFAULT, folder: Path | None = None, progress=None) -> Path:
+    """The model folder, made first if it is not there yet (`progress`: see write)."""
     folder = Path(folder) if folder else default_model_path(recipe)
     if not (folder / "config.json").is_file():
-        write(recipe, folder)
+        write(recipe, folder, progress)
     elif not (folder / "tokenizer.json").is_file():  # made by an earlier version
         write_tokenizer(recipe, folder)
     return folder

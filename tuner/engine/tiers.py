@@ -106,6 +106,7 @@ class Sites:
         misses = [(r, e) for r, (c, e) in enumerate(zip(plan, sel)) if c.kind == MISS]
         add(layer, "hits", len(resident))
         add(layer, "sync_misses", len(misses))
+        self.counters.per_expert.miss[layer, [r for r, _ in misses]] = True
         link = tier.link_share(layer, misses, cfg.pcie_frac, by_count=adapt_fetch)
         on_link = {r for r, _ in link}
         cpu = [(r, (layer, e)) for r, e in misses if r not in on_link]

@@ -112,6 +112,10 @@ def save(trace: Trace, path: Path) -> None:
 
 def load(path: Path) -> Trace:
     where = str(path)
+    if Path(path).is_file() and not zipfile.is_zipfile(path):
+        raise TraceError(f"{where} is not a trace: a trace is the .npz archive `tuner trace "
+                         "record` or `tuner trace import` writes; to bring a route log in, "
+                         f"run `tuner trace import jsonl|vllm|csv {where} -o trace.npz`")
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {name: z[name] for name in z.files}

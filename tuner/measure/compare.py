@@ -31,18 +31,21 @@ def _sign(diff: float) -> str:
 
 
 def compare(ms: list[float]) -> dict:
-    """The comparison of ms-per-token timings given in schedule order (A B ... A)."""
+    """The comparison of ms-per-token timings given in schedule order (A B ... A). Every
+    figure is rounded once, here, and the verdict is written from the rounded figures, so
+    it never disagrees with the report's lines in the last digit."""
     if len(ms) < 3 or len(ms) % 2 == 0:
         raise ValueError(f"{len(ms)} timings: expected A B A B ... A, an odd count >= 3")
     pairs = (len(ms) - 1) // 2
     a, b = ms[0::2], ms[1::2]
     diffs = [b[i] - a[i] for i in range(pairs)]
-    diff = statistics.fmean(diffs)
+    diff = round(statistics.fmean(diffs), 4)
     arms = {"A": _arm(a), "B": _arm(b)}
-    drift = a[-1] - a[0]
-    pair_stdev = statistics.stdev(diffs) if pairs > 1 else None
+    drift = round(a[-1] - a[0], 4)
+    pair_stdev = round(statistics.stdev(diffs), 4) if pairs > 1 else None
     spread = max(s for s in (arms["A"]["stdev"], arms["B"]["stdev"], pair_stdev)
                  if s is not None)
+    diff_pct = round(100 * diff / arms["A"]["mean"], 2) if arms["A"]["mean"] else None
     reasons = []
     if abs(drift) >= abs(diff):
         reasons.append(f"the drift between the first A and the sentinel A ({drift:+.3f} "
@@ -55,19 +58,20 @@ def compare(ms: list[float]) -> dict:
     if reasons:
         verdict = "not readable: " + "; ".join(reasons)
     else:
-        verdict = (f"{_sign(diff)} than A by {abs(diff):.3f} ms/token "
-                   f"({100 * diff / arms['A']['mean']:+.1f} %); {agree} of {pairs} pairs agree")
+        pct = "" if diff_pct is None else f" ({diff_pct:+.1f} %)"
+        verdict = (f"{_sign(diff)} than A by {abs(diff):.3f} ms/token{pct}; {agree} of "
+                   f"{pairs} pairs agree")
     return {
         "arms": arms,
         "pair_diffs": [{"pair": i + 1, "a": a[i], "b": b[i], "diff": round(d, 4),
                    "pct": round(100 * d / a[i], 2) if a[i] else None, "sign": _sign(d)}
                   for i, d in enumerate(diffs)],
-        "diff": round(diff, 4),
-        "diff_pct": round(100 * diff / arms["A"]["mean"], 2) if arms["A"]["mean"] else None,
-        "drift": round(drift, 4),
+        "diff": diff,
+        "diff_pct": diff_pct,
+        "drift": drift,
         "drift_pct": round(100 * drift / a[0], 2) if a[0] else None,
-        "pair_stdev": None if pair_stdev is None else round(pair_stdev, 4),
-        "spread": round(spread, 4),
+        "pair_stdev": pair_stdev,
+        "spread": spread,
         "readable": not reasons,
         "verdict": verdict,
     }

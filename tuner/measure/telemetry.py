@@ -1,21 +1,30 @@
 """The cost of telemetry: the engine's tokens per second with websocket clients reading
-snapshots against none, measured in one run with the phases alternated."""
+snapshots against none, measured in one run with the phases alternated; and the share of a
+core serving them costs the engine's process with the engine paused."""
 
 from __future__ import annotations
 
-import asyncio
 import statistics
-import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-import websockets
+from fastapi import FastAPI
 
 from tuner.control import Controller
 from tuner.engine.session import Session
 from tuner.knobs import Config, config_dict
+from tuner.measure.ws_clients import Clients
 from tuner.settings import validate
 from tuner.web.app import create_app
 from tuner.web.local import serve_in_thread
+
+
+def _cpu_share(seconds: float) -> float:
+    """This process's CPU seconds per second over `seconds`."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    time.sleep(seconds)
+    return (time.process_time() - c0) / (time.perf_counter() - t0)
 
 
 def _tok_s(session: Session, seconds: float) -> float:
@@ -24,67 +33,60 @@ def _tok_s(session: Session, seconds: float) -> float:
     return (session.tokens - start) / (time.perf_counter() - t0)
 
 
-class _Clients:
-    """`n` websocket clients reading at `rate` a second, on an event loop of their own."""
-
-    def __init__(self, ws_url: str, n: int, rate: float):
-        self.url, self.n = f"{ws_url}?rate={rate}", n
-        self.frames = [0] * n
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-
-    async def _one(self, i: int) -> None:
-        try:
-            async with websockets.connect(self.url, proxy=None, max_size=2**24) as ws:
-                while not self._stop.is_set():
-                    try:
-                        await asyncio.wait_for(ws.recv(), 1.0)
-                        self.frames[i] += 1
-                    except TimeoutError:
-                        continue
-        except Exception as err:  # reported with the figures
-            self.errors.append(f"client {i}: {type(err).__name__}: {err}")
-
-    async def _main(self) -> None:
-        await asyncio.gather(*(self._one(i) for i in range(self.n)))
-
-    def __enter__(self):
-        self._thread.start()
-        time.sleep(0.5)  # connected and past the first snapshot
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(timeout=10)
+@contextmanager
+def _clients(app: FastAPI, ws_url: str, n: int, rate: float, frames: list[float],
+             errors: list[str]) -> Iterator[None]:
+    """`n` clients reading at `rate` a second while the block runs, once all have joined;
+    appends the updates each received a second to `frames` and their errors to `errors`."""
+    clients = Clients(f"{ws_url}?rate={rate}", n)
+    clients.start()
+    hub, deadline = app.state.hub, time.monotonic() + 60
+    while hub.clients < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        got, failed = clients.stop()
+        elapsed = time.perf_counter() - t0
+        frames.append(sum(got) / n / elapsed if got else 0.0)
+        errors += failed
 
 
 def telemetry(cfg: Config, seconds: float = 5.0, clients: int = 10, rate: float = 10.0,
               rounds: int = 2) -> dict:
     """Tokens per second with `clients` websocket clients at `rate` updates a second against
-    none, alternated none / clients `rounds` times on one running session."""
+    none, alternated none / clients `rounds` times on one running session. Then, with the
+    session paused, the share of a core the same clients cost the process: the telemetry's
+    own work per frame (snapshots, encoding, sending, and the clients reading, which run
+    in this process too), a figure another process's load disturbs far less than a rate
+    of tokens."""
     session = Session(cfg)
     session.start()
     controller = Controller(session, validate(config_dict(cfg)))
     bare, watched, frames, errors = [], [], [], []
+    app = create_app(controller)
     try:
-        with serve_in_thread(create_app(controller)) as url:
+        with serve_in_thread(app) as url:
             ws_url = url.replace("http://", "ws://") + "/ws"
             _tok_s(session, 1.0)  # warm
             for _ in range(rounds):
                 bare.append(_tok_s(session, seconds))
-                with _Clients(ws_url, clients, rate) as c:
-                    start = list(c.frames)
+                with _clients(app, ws_url, clients, rate, frames, errors):
                     watched.append(_tok_s(session, seconds))
-                    frames.append(sum(c.frames) - sum(start))
-                errors += c.errors
+            session.pause()
+            idle = _cpu_share(seconds)
+            with _clients(app, ws_url, clients, rate, [], errors):
+                streaming = _cpu_share(seconds)
     finally:
-        session.stop()
+        controller.close()
     none, some = statistics.mean(bare), statistics.mean(watched)
     return {"clients": clients, "rate": rate, "seconds": seconds, "rounds": rounds,
             "tok_s_without": round(none, 2), "tok_s_with": round(some, 2),
             "ratio": round(some / none, 4) if none else None,
             "runs_without": [round(x, 2) for x in bare],
             "runs_with": [round(x, 2) for x in watched],
-            "updates_per_client_s": round(statistics.mean(frames) / clients / seconds, 2),
+            "updates_per_client_s": round(statistics.mean(frames), 2),
+            "cpu_share_paused": round(100 * idle, 2),
+            "cpu_share_paused_with_clients": round(100 * streaming, 2),
             "errors": errors}

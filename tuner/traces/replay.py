@@ -48,20 +48,23 @@ def _arena(policy: str, slots: int, rows: list[list[list[int]]]) -> tuple[SlotMa
     return arena, oracle
 
 
-def replay_rows(rows: list[list[list[int]]], layers: int, policy: str, slots: int) -> Replay:
-    """Replays `rows` ([token][layer] -> expert ids, see Trace.rows)."""
+def replay_rows(rows: list[list[list[int]]], layers: int, policy: str, slots: int,
+                counted_from: int = 0) -> Replay:
+    """Replays `rows` ([token][layer] -> expert ids, see Trace.rows); the tokens before
+    `counted_from` only warm the arena."""
     arena, oracle = _arena(policy, slots, rows)
     lookups, hits = np.zeros(layers, dtype=np.int64), np.zeros(layers, dtype=np.int64)
     step = 0
-    for token in rows:
+    for t, token in enumerate(rows):
         for layer, ids in enumerate(token):
             if oracle is not None:
                 oracle.now = step
             plan = arena.claim_layer(layer, ids)
             arena.pinned.clear()
             arena.evicted.clear()
-            lookups[layer] += len(ids)
-            hits[layer] += sum(kind == "hit" for kind, _ in plan)
+            if t >= counted_from:
+                lookups[layer] += len(ids)
+                hits[layer] += sum(kind == "hit" for kind, _ in plan)
             step += 1
     return Replay(policy, slots, lookups, hits)
 

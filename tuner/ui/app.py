@@ -8,6 +8,7 @@ is what costs CPU, and in the embedded mode that CPU is the engine's.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable
 from typing import Any, ClassVar, TypeVar
 
@@ -17,9 +18,10 @@ from textual.css.query import NoMatches
 
 from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
 from tuner.ui.backend import FAILED, Backend, BackendError, Failed, State
-from tuner.ui.commands import KnobCommands, PresetCommands
+from tuner.ui.commands import KeyCommands, KnobCommands, PresetCommands
 from tuner.ui.history import History
 from tuner.ui.screens.base import SnapshotScreen
+from tuner.ui.screens.experts import ExpertsScreen
 from tuner.ui.screens.help import HelpScreen
 from tuner.ui.screens.knobs import KnobsScreen
 from tuner.ui.screens.layers import LayersScreen
@@ -27,6 +29,26 @@ from tuner.ui.screens.overview import OverviewScreen
 from tuner.ui.screens.presets import PresetsScreen
 
 T = TypeVar("T")
+
+
+class NotifyHandler(logging.Handler):
+    """Log records while the app owns the terminal: warnings and errors become
+    notifications, the rest is dropped, so no log line is written across the screen (the
+    HTTP client logs every request at INFO)."""
+
+    def __init__(self, app: App):
+        super().__init__(logging.WARNING)
+        self.app = app
+
+    def emit(self, record: logging.LogRecord) -> None:
+        severity = "error" if record.levelno >= logging.ERROR else "warning"
+        try:
+            self.app.call_from_thread(self.app.notify, record.getMessage(),
+                                      title=record.name, severity=severity, markup=False)
+        except RuntimeError:  # on the app's own thread, or the app has stopped
+            if self.app.is_running:
+                self.app.notify(record.getMessage(), title=record.name, severity=severity,
+                                markup=False)
 
 
 def painted_as(snap: dict[str, Any], link: str) -> tuple:
@@ -45,18 +67,25 @@ class TunerApp(App[int]):
         "layers": LayersScreen,
         "knobs": KnobsScreen,
         "presets": PresetsScreen,
+        "experts": ExpertsScreen,
     }
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "switch_mode('overview')", "Overview"),
-        Binding("2", "switch_mode('layers')", "Layers"),
-        Binding("3", "switch_mode('knobs')", "Knobs"),
-        Binding("4", "switch_mode('presets')", "Presets"),
+        Binding("1", "switch_mode('overview')", "Overview",
+                tooltip="screen: headline figures, trends, the engine, recent changes"),
+        Binding("2", "switch_mode('layers')", "Layers",
+                tooltip="screen: every layer's counters, window or cumulative"),
+        Binding("3", "switch_mode('knobs')", "Knobs", tooltip="screen: the settings form"),
+        Binding("4", "switch_mode('presets')", "Presets",
+                tooltip="screen: apply, save, diff presets; A/B of two"),
+        Binding("5", "switch_mode('experts')", "Experts",
+                tooltip="screen: hot experts (heat map) and hit rate over arena size"),
         Binding("p", "toggle_pause", "Pause", tooltip="pause or resume the decode loop"),
         Binding("r", "reset", "Reset", tooltip="zero the counters, cumulative and window"),
-        Binding("question_mark,f1", "help", "Help", tooltip="keys and layer columns"),
-        Binding("q", "quit", "Quit"),
+        Binding("question_mark,f1", "help", "Help",
+                tooltip="help: keys, headline figures and layer columns"),
+        Binding("q", "quit", "Quit", tooltip="quit the terminal UI"),
     ]
-    COMMANDS = App.COMMANDS | {KnobCommands, PresetCommands}
+    COMMANDS = App.COMMANDS | {KeyCommands, KnobCommands, PresetCommands}
 
     def __init__(self, backend: Backend, refresh_hz: float = DEFAULT_REFRESH_HZ):
         if not 0 < refresh_hz <= MAX_REFRESH_HZ:
@@ -70,8 +99,11 @@ class TunerApp(App[int]):
         # The settings the engine runs, from the newest snapshot or a change's answer.
         self.state: State = {"version": 0, "settings": {}, "state": ""}
         self._painted: tuple | None = None
+        self._log_handlers: list[logging.Handler] = []
 
     async def on_mount(self) -> None:
+        root = logging.getLogger()
+        self._log_handlers, root.handlers = root.handlers, [NotifyHandler(self)]
         await self.backend.open()
         try:
             self.knob_specs = await self.backend.knobs()
@@ -85,6 +117,7 @@ class TunerApp(App[int]):
 
     async def on_unmount(self) -> None:
         await self.backend.close()
+        logging.getLogger().handlers = self._log_handlers
 
     # -- painting ----------------------------------------------------------------------
     def repaint(self, force: bool = False) -> None:
@@ -114,11 +147,14 @@ class TunerApp(App[int]):
                 self._painted = None
 
     # -- actions -----------------------------------------------------------------------
-    async def attempt(self, operation: Awaitable[T], failed: str = "") -> T | Failed:
+    async def attempt(self, operation: Awaitable[T], failed: str = "",
+                      passing: tuple[type[BackendError], ...] = ()) -> T | Failed:
         """What `operation` returns, or FAILED once its error was shown under the title
-        `failed`."""
+        `failed`; errors of the `passing` types are raised for the caller to handle."""
         try:
             return await operation
+        except passing:
+            raise
         except BackendError as err:
             self.notify(str(err), title=failed, severity="error", markup=False)
             return FAILED

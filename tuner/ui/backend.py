@@ -36,6 +36,11 @@ class Rejected(BackendError):
         super().__init__("; ".join(self.problems.values()))
 
 
+class Conflict(BackendError):
+    """A save would replace a user preset; nothing was written. Saving again with
+    `overwrite` replaces it."""
+
+
 class Failed(Enum):
     """An operation whose error the operator has already been shown (TunerApp.attempt)."""
 
@@ -93,8 +98,11 @@ class Backend(ABC):
         """Every preset: {name, shipped, meta, knobs, error}."""
 
     @abstractmethod
-    async def save_preset(self, name: str, description: str) -> None:
-        """Saves the current settings as a user preset."""
+    async def save_preset(self, name: str, description: str | None,
+                          overwrite: bool = False) -> None:
+        """Saves the current settings as a user preset. Raises Conflict when a user preset
+        of that name exists and not `overwrite`; BackendError for a shipped name.
+        `description` None keeps a replaced preset's description."""
 
     @abstractmethod
     async def apply_preset(self, name: str) -> State: ...
@@ -110,6 +118,15 @@ class Backend(ABC):
         paused while it runs; returns the job: {a, b, pairs, tokens, total_runs, state,
         runs, result, error}. Raises BackendError for an unknown preset, a value out of
         range or while another A/B runs; nothing starts then."""
+
+    @abstractmethod
+    async def experts(self, window: bool) -> dict[str, Any]:
+        """Per layer and expert: routings, sync misses and residency (`Session.experts`)."""
+
+    @abstractmethod
+    async def curve(self) -> dict[str, Any] | None:
+        """The newest live hit curve (tuner.traces.curve), or None while the first one is
+        being computed."""
 
     @abstractmethod
     async def ab_status(self) -> dict[str, Any] | None:

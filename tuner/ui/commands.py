@@ -1,7 +1,9 @@
-"""Command palette providers: every knob and every preset as a command.
+"""Command palette providers: every key of the app, every knob and every preset as a
+command.
 
-A flag can be toggled and a choice picked from the palette; any knob can be jumped to in
-the form. Knob commands go through the Knobs screen, so a rejected value is shown there.
+The app's keys (screens, pause, reset, help) are found by their names. A flag can be
+toggled and a choice picked from the palette; any knob can be jumped to in the form. Knob
+commands go through the Knobs screen, so a rejected value is shown there.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from tuner.ui.backend import BackendError
@@ -38,6 +41,17 @@ class _Commands(Provider):
     async def discover(self) -> Hits:
         for text, help, callback in self.commands():
             yield DiscoveryHit(text, callback, text=text, help=help)
+
+
+class KeyCommands(_Commands):
+    """The app's own keys, named as the footer names them."""
+
+    def commands(self) -> Iterator[Command]:
+        app = self.app
+        for b in app.BINDINGS:
+            if isinstance(b, Binding) and b.description:
+                yield (b.description.lower(), b.tooltip or b.description,
+                       partial(app.run_action, b.action))
 
 
 class KnobCommands(_Commands):

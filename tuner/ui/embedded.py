@@ -18,15 +18,13 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from tuner.control import ApplyTimeout, Controller
+from tuner.control import GIL_SWITCH_S, ApplyTimeout, Controller
 from tuner.knobs import KNOBS
-from tuner.presets import PresetError
+from tuner.presets import PresetError, PresetExists
 from tuner.settings import SettingsError
-from tuner.ui.backend import Backend, BackendError, Rejected, State
+from tuner.ui.backend import Backend, BackendError, Conflict, Rejected, State
 
 T = TypeVar("T")
-
-GIL_SWITCH_S = 0.001
 
 
 class EmbeddedBackend(Backend):
@@ -52,6 +50,8 @@ class EmbeddedBackend(Backend):
             return await asyncio.to_thread(fn, *args)
         except SettingsError as err:
             raise Rejected(err.problems) from None
+        except PresetExists as err:
+            raise Conflict(str(err)) from None
         except (PresetError, ApplyTimeout) as err:
             raise BackendError(str(err)) from None
 
@@ -77,8 +77,9 @@ class EmbeddedBackend(Backend):
     async def presets(self) -> list[dict[str, Any]]:
         return await self._call(self.controller.store.list)
 
-    async def save_preset(self, name: str, description: str) -> None:
-        await self._call(self.controller.save_preset, name, description)
+    async def save_preset(self, name: str, description: str | None,
+                          overwrite: bool = False) -> None:
+        await self._call(self.controller.save_preset, name, description, None, overwrite)
 
     async def apply_preset(self, name: str) -> State:
         await self._call(self.controller.apply_preset, name)
@@ -93,6 +94,12 @@ class EmbeddedBackend(Backend):
         except ValueError as err:  # counts out of range, or another A/B is running
             raise BackendError(str(err)) from None
         return job.as_dict()
+
+    async def experts(self, window: bool) -> dict[str, Any]:
+        return await self._call(self.session.experts, window)
+
+    async def curve(self) -> dict[str, Any] | None:
+        return await self._call(self.controller.curve.latest)
 
     async def ab_status(self) -> dict[str, Any] | None:
         job = self.controller.ab.job

@@ -19,7 +19,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
 from tuner.ui import DEFAULT_REFRESH_HZ
-from tuner.ui.backend import Backend, BackendError, Rejected, State
+from tuner.ui.backend import Backend, BackendError, Conflict, Rejected, State
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,8 @@ class RemoteBackend(Backend):
             if isinstance(detail, dict) and isinstance(detail.get("problems"), dict):
                 raise Rejected(detail["problems"])
             message = detail or response.text[:200] or response.reason_phrase
-            raise BackendError(f"{method} {path}: HTTP {response.status_code}: {message}")
+            error = Conflict if response.status_code == 409 else BackendError
+            raise error(f"{method} {path}: HTTP {response.status_code}: {message}")
         return response.json() if response.content else None
 
     async def knobs(self) -> list[dict[str, Any]]:
@@ -153,9 +154,10 @@ class RemoteBackend(Backend):
     async def presets(self) -> list[dict[str, Any]]:
         return await self._request("GET", "/api/presets")
 
-    async def save_preset(self, name: str, description: str) -> None:
+    async def save_preset(self, name: str, description: str | None,
+                          overwrite: bool = False) -> None:
         await self._request("POST", f"/api/presets/{quote(name, safe='')}",
-                            json={"description": description})
+                            json={"description": description, "overwrite": overwrite})
 
     async def apply_preset(self, name: str) -> State:
         return await self._request("POST", f"/api/presets/{quote(name, safe='')}/apply")
@@ -166,6 +168,13 @@ class RemoteBackend(Backend):
     async def start_ab(self, a: str, b: str, pairs: int, tokens: int) -> dict[str, Any]:
         return await self._request("POST", "/api/ab",
                                    json={"a": a, "b": b, "pairs": pairs, "tokens": tokens})
+
+    async def experts(self, window: bool) -> dict[str, Any]:
+        return await self._request("GET", "/api/experts",
+                                   params={"view": "window" if window else "cumulative"})
+
+    async def curve(self) -> dict[str, Any] | None:
+        return await self._request("GET", "/api/curve")  # 204 (None) until the first
 
     async def ab_status(self) -> dict[str, Any] | None:
         return await self._request("GET", "/api/ab", absent=True)

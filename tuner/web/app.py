@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from tuner import __version__
-from tuner.control import Controller
+from tuner.control import GIL_SWITCH_S, Controller
 from tuner.web import errors
 from tuner.web.gate import Gate
 from tuner.web.hub import Hub
@@ -33,10 +34,15 @@ def create_app(controller: Controller, token: str | None = None, *,
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(hub.run)
-            yield
-            tg.cancel_scope.cancel()
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(GIL_SWITCH_S)  # the event loop shares the GIL with decoding
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(hub.run)
+                yield
+                tg.cancel_scope.cancel()
+        finally:
+            sys.setswitchinterval(switch)
 
     # No /docs pages: they load their scripts from the internet. The schema is served
     # below, behind the gate like every other call.

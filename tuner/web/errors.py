@@ -10,7 +10,13 @@ from fastapi.responses import JSONResponse
 from starlette.websockets import WebSocket
 
 from tuner.control import ApplyTimeout
-from tuner.presets import PresetError, PresetNotFound, PresetReadOnly, PresetWriteError
+from tuner.presets import (
+    PresetError,
+    PresetExists,
+    PresetNotFound,
+    PresetReadOnly,
+    PresetWriteError,
+)
 from tuner.settings import SettingsError
 from tuner.web.gate import POLICY_VIOLATION, who
 
@@ -26,11 +32,12 @@ async def settings_error(_: Request, err: SettingsError) -> JSONResponse:
 
 
 def preset_status(err: PresetError) -> int:
-    """404 no such preset, 403 a shipped one or a folder that takes no writes, 507 a full
-    folder, 422 a preset file that cannot be used (its message names file and line)."""
+    """404 no such preset, 403 a shipped one or a folder that takes no writes, 409 a user
+    preset a save did not say to overwrite, 507 a full folder, 422 a preset file that cannot
+    be used (its message names file and line)."""
     if isinstance(err, PresetWriteError):
         return 507 if err.full else 403
-    return {PresetNotFound: 404, PresetReadOnly: 403}.get(type(err), 422)
+    return {PresetNotFound: 404, PresetReadOnly: 403, PresetExists: 409}.get(type(err), 422)
 
 
 async def preset_error(_: Request, err: PresetError) -> JSONResponse:

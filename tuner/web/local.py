@@ -13,6 +13,20 @@ from fastapi import FastAPI
 
 from tuner.web.limits import MAX_BODY
 
+# On SIGTERM or Ctrl-C, open requests and websockets get this long to finish; then the
+# server closes them, so the process ends within a few seconds whatever clients do.
+GRACE_S = 2.0
+
+
+def server_config(app: FastAPI) -> uvicorn.Config:
+    """How uvicorn serves the app, for `tuner serve` and here. No permessage-deflate: it
+    would compress every snapshot again for every client (and every client would inflate
+    it), the largest per-frame cost of telemetry on a small machine; a snapshot is tens of
+    KiB, which any link a dashboard is watched over carries ten times a second."""
+    return uvicorn.Config(app, log_level="warning", ws_max_size=MAX_BODY,
+                          ws_per_message_deflate=False,
+                          timeout_graceful_shutdown=GRACE_S)
+
 
 def listening_socket(send_buffer: int | None = None, port: int = 0) -> socket.socket:
     """A loopback socket (on a free port unless `port` is given). Accepted connections
@@ -32,7 +46,7 @@ def serve_in_thread(app: FastAPI, sock: socket.socket | None = None) -> Iterator
     """Runs `app` on uvicorn in a daemon thread; yields its base URL once it accepts."""
     sock = sock or listening_socket()
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=MAX_BODY))
+    server = uvicorn.Server(server_config(app))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

@@ -1,11 +1,13 @@
 """The dashboard's live part: a snapshot rendered as HTML fragments that htmx's websocket
 extension swaps into the page by id.
 
-Every figure is taken from the snapshot as it is; formatting only shortens (bytes as
-KiB/MiB, floats to two decimals). The layer table goes as one `<tbody>`, first in each
-message (the HTML parser drops table parts that follow other elements). Its cells carry no
-ids: htmx matches every id of swapped content against the page while settling, and with
-64 x 33 cell ids (or as many out-of-band cell swaps) one update took seconds in Chromium.
+Every figure is the snapshot's own, written by the one formatter (`tuner.format.figure`).
+The layer table shows one column set at a time, the terminal UI's (one per unit, then all).
+Its `<tbody>` goes first in each message, after the `<thead>` when the set changed (the
+HTML parser drops table parts that follow other elements; a header swapped with every
+update could not be clicked reliably). Its cells carry no ids:
+htmx matches every id of swapped content against the page while settling, and with 64 x 33
+cell ids (or as many out-of-band cell swaps) one update took seconds in Chromium.
 """
 
 from __future__ import annotations
@@ -14,35 +16,15 @@ import json
 import time
 from collections.abc import Callable
 from html import escape
+from itertools import groupby
 from typing import Any
 
-from tuner.engine.counters import COUNTERS, DERIVED
-from tuner.format import levels
+from tuner.engine.counters import HEADLINES
+from tuner.format import COLUMN_SETS, LAYER, columns_of, figure, levels
 
-COLUMNS = (*COUNTERS, *DERIVED)
 HEAT_LEVELS = 8
 VIEWS = ("window", "cumulative")
-
-# What the charts plot, from the snapshot's window totals: (key, title, unit).
-CHARTS = (
-    ("ms_per_token", "ms per token", "ms"),
-    ("hit_rate", "hit rate", "%"),
-    ("bytes_per_token", "bytes per token", "bytes"),
-    ("sync_misses_per_token", "sync misses per token", "experts"),
-    ("issue_usefulness", "prefetch usefulness (useful / issued)", "%"),
-)
-
-
-def fmt(value: Any, unit: str = "") -> str:
-    if value is None:
-        return "-"
-    if unit == "bytes" and value >= 1024:
-        for scale, suffix in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-            if value >= scale:
-                return f"{value / scale:.1f} {suffix}"
-    if isinstance(value, float):
-        return f"{value:.2f}".rstrip("0").rstrip(".")
-    return str(value)
+DEFAULT_COLUMNS = COLUMN_SETS[0]
 
 
 def heat(values: list[Any]) -> list[int | None]:
@@ -54,19 +36,38 @@ def layer_rows(snapshot: dict[str, Any], view: str) -> list[dict[str, Any]]:
     return snapshot["window"]["layers"] if view == "window" else snapshot["layers"]
 
 
-def table_html(rows: list[dict[str, Any]]) -> str:
-    columns = []
-    for col in COLUMNS:
-        values = [row[col.name] for row in rows]
-        columns.append([(fmt(v, col.unit), level) for v, level in zip(values, heat(values))])
+def head_html(column_set: str) -> str:
+    """The layer table's header: the layer column, then the set's columns under one cell
+    per unit."""
+    columns = columns_of(column_set)[1:]
+    out = ['<thead id="layers-head"><tr><th rowspan="2" data-col="layer">layer</th>']
+    for unit, group in groupby(columns, key=lambda c: c.unit):
+        out.append(f'<th class="unit" colspan="{len(list(group))}">{escape(unit)}</th>')
+    out.append("</tr><tr>")
+    for c in columns:
+        out.append(f'<th data-col="{c.name}" title="{escape(c.help)} ({escape(c.unit)})">'
+                   f'{c.name}</th>')
+    out.append("</tr></thead>")
+    return "".join(out)
+
+
+def body_html(rows: list[dict[str, Any]], column_set: str) -> str:
+    """The layer table's rows: each cell written by the one formatter, shaded by its place
+    in its column, and carrying its value for sorting."""
+    columns = columns_of(column_set)[1:]
     out = ['<tbody id="layers-body">']
+    cells = []
+    for c in columns:
+        values = [row.get(c.name) for row in rows]
+        cells.append([(figure(v, c.unit), v, level) for v, level in zip(values, heat(values))])
     for i, row in enumerate(rows):
-        layer = row["layer"]
-        out.append(f'<tr data-layer="{layer}"><td>{layer}</td>')
-        for col, cells in zip(COLUMNS, columns):
-            text, level = cells[i]
-            heat_class = "" if level is None else f' class="h{level}"'
-            out.append(f'<td data-col="{col.name}"{heat_class}>{escape(text)}</td>')
+        layer = row[LAYER.name]
+        out.append(f'<tr data-layer="{layer}"><th>{layer}</th>')
+        for c, column in zip(columns, cells):
+            text, value, level = column[i]
+            shade = "" if level is None else f' class="h{level}"'
+            raw = "" if value is None else f' data-v="{value}"'
+            out.append(f'<td data-col="{c.name}"{shade}{raw}>{escape(text)}</td>')
         out.append("</tr>")
     out.append("</tbody>")
     return "".join(out)
@@ -78,14 +79,15 @@ def status_html(snapshot: dict[str, Any], view: str) -> str:
     fields = {
         "st-state": snapshot["state"] + (f": {snapshot['error']}" if snapshot["error"] else ""),
         "st-version": str(snapshot["settings_version"]),
-        "st-tokens": str(snapshot["tokens"]),
-        "st-toks": fmt(totals["tok_s"]),
+        "st-tokens": figure(snapshot["tokens"]),
+        "st-toks": figure(totals["tok_s"], "tokens/s"),
         "st-model": f"{model['name']} ({model['layers']} layers x {model['experts']} experts, "
                     f"top-{model['top_k']})",
         "st-device": snapshot["device"],
         "st-arena": f"{snapshot['arena']['slots']} slots, {snapshot['arena']['policy']}",
-        "st-view": f"{view} ({snapshot['window']['tokens']} tokens)" if view == "window"
-                   else f"{view} ({snapshot['tokens']} tokens)",
+        "st-view": f"{view} ({figure(snapshot['window']['tokens'])} tokens)" if view == "window"
+                   else f"{view} ({figure(snapshot['tokens'])} tokens)",
+        "st-window": figure(snapshot["settings"]["window"]),
     }
     classes = {"st-state": f' class="state-{snapshot["state"]}"'}
     return "".join(f'<span id="{k}"{classes.get(k, "")}>{escape(v)}</span>'
@@ -103,7 +105,8 @@ def text_html(text: dict[str, Any] | None) -> str:
 def chart_point_html(snapshot: dict[str, Any]) -> str:
     totals = snapshot["window"]["totals"]
     point = {"tokens": snapshot["tokens"], "seq": snapshot["seq"], "sent": time.time(),
-             **{key: totals[key] for key, _, _ in CHARTS}}
+             "prefetch": snapshot["settings"]["prefetch"],
+             **{h.key: totals[h.key] for h in HEADLINES}}
     return f'<div id="chart-point" data-point="{escape(json.dumps(point))}"></div>'
 
 
@@ -116,23 +119,33 @@ class PageView:
 
     def __init__(self, knob_panel: Callable[[dict[str, Any]], str], version: int | None):
         self.view = "window"
+        self.columns = DEFAULT_COLUMNS
         self._knob_panel = knob_panel
         self._sent_version = version  # the knob panel the page already shows
         self._sent_changes: int | None = None
+        self._sent_head: str | None = None  # the column set of the header the page shows
 
-    def set_view(self, view: str) -> None:
+    def set_view(self, view: Any) -> None:
         if view in VIEWS:
             self.view = view
 
-    def render(self, snapshot: dict[str, Any], shared: dict[str, str] | None = None) -> str:
-        """`shared`: the parts every page of a view gets for this snapshot, by view; filled
-        by the first page that needs them."""
+    def set_columns(self, column_set: Any) -> None:
+        if column_set in COLUMN_SETS:
+            self.columns = column_set
+
+    def render(self, snapshot: dict[str, Any], shared: dict[Any, str] | None = None) -> str:
+        """`shared`: the parts every page of a view and column set gets for this snapshot;
+        filled by the first page that needs them."""
         shared = {} if shared is None else shared
-        if self.view not in shared:
-            shared[self.view] = (table_html(layer_rows(snapshot, self.view))
-                                 + status_html(snapshot, self.view)
-                                 + text_html(snapshot.get("text")))
-        parts = [shared[self.view]]
+        key = (self.view, self.columns)
+        if key not in shared:
+            shared[key] = (body_html(layer_rows(snapshot, self.view), self.columns)
+                           + status_html(snapshot, self.view)
+                           + text_html(snapshot.get("text")))
+        parts = [shared[key]]
+        if self._sent_head != self.columns:
+            self._sent_head = self.columns
+            parts.insert(0, head_html(self.columns))
         changes = snapshot["changes"]
         latest_change = changes[-1]["version"] if changes else 0
         if latest_change != self._sent_changes:

@@ -1,8 +1,10 @@
 """The snapshot in the Prometheus text exposition format, generated from the counter table.
 
 Per-layer counts (`COUNTERS`) become counters `tuner_layer_<name>_total{layer="i"}`; the
-derived per-layer figures (`DERIVED`) become gauges. Counts restart from zero when the
-counters are reset, which Prometheus treats as a counter reset.
+derived per-layer figures (`DERIVED`) become gauges; the headline figures (`HEADLINES`,
+the ones the page charts and the terminal leads with) become gauges
+`tuner_<name>{span="window"|"cumulative"}`. Counts restart from zero when the counters are
+reset, which Prometheus treats as a counter reset.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tuner.engine.counters import COUNTERS, DERIVED, Column
+from tuner.engine.counters import COUNTERS, DERIVED, HEADLINES, Column
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -42,6 +44,11 @@ def render(snapshot: dict[str, Any]) -> str:
         *_family("tuner_state", "gauge", "1 for the session's current state",
                  [(f'{{state="{snapshot["state"]}"}}', 1)]),
     ]
+    spans = (("window", snapshot["window"]["totals"]), ("cumulative", snapshot["totals"]))
+    for h in HEADLINES:
+        lines += _family(f"tuner_{h.key}", "gauge", f"{h.label}: {h.column.help} "
+                         f"({h.column.unit})",
+                         [(f'{{span="{span}"}}', totals[h.key]) for span, totals in spans])
     for col in COUNTERS:
         lines += _per_layer(snapshot, col, counter=True)
     for col in DERIVED:

@@ -20,6 +20,38 @@ class SessionState(BaseModel):
     state: str
 
 
+class NextSize(BaseModel):
+    slots: int = Field(description="the next arena size of the curve")
+    added: int = Field(description="slots more than now")
+    gain_pp: float = Field(description="hit-rate points the running policy gains there")
+
+
+class Curve(BaseModel):
+    """The live hit curves (tuner.traces.curve); `error` alone when the computation
+    failed."""
+
+    arena: int | None = Field(None, description="the arena's slots now")
+    policy: str | None = Field(None, description="the running cache policy")
+    live_hit_rate: float | None = Field(None, description="the engine's own window hit rate")
+    settings_version: int | None = None
+    at_token: int | None = Field(None, description="tokens decoded when the routing was read")
+    window: int | None = Field(None, description="tokens of the window")
+    sizes: list[int] = Field([], description="arena sizes replayed")
+    hit_rate: dict[str, list[float | None]] = Field({}, description="policy (lru, 2q, opt) "
+                                                    "-> hit rate % at each size")
+    tokens: int | None = Field(None, description="tokens counted (the window's)")
+    warmup_tokens: int | None = Field(None, description="older tokens replayed first to "
+                                      "warm the arena, not counted")
+    at_arena: dict[str, float | None] = Field({}, description="each policy at the current "
+                                              "arena")
+    gap_pp: float | None = Field(None, description="Belady's bound minus the running policy "
+                                 "at the current arena")
+    next: NextSize | None = None
+    notes: list[str] = []
+    seconds: float | None = Field(None, description="time the replays took")
+    error: str | None = None
+
+
 class Problems(BaseModel):
     problems: dict[str, str] = Field(description="knob name -> what was wrong and what is "
                                                  "allowed")
@@ -35,7 +67,10 @@ class MessageError(BaseModel):
 
 class SaveRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    description: str = Field("", max_length=1000)
+    description: str | None = Field(None, max_length=1000, description="none: a new "
+                                    "preset gets none, a replaced one keeps its own")
+    overwrite: bool = Field(False, description="replace a user preset of that name (shipped "
+                            "presets are never replaced)")
 
 
 class DiffRow(BaseModel):
@@ -83,6 +118,11 @@ BAD_SETTINGS = {**BAD_JSON, 422: {"model": ProblemsError, "description": "a valu
                                   "rejected; nothing was applied"}}
 NOT_APPLIED = {503: {"model": MessageError, "description": "the engine did not take the "
                       "change up in time; nothing was applied"}}
+SAVE_CONFLICT = {
+    403: {"model": MessageError, "description": "a shipped preset has that name"},
+    409: {"model": MessageError, "description": "a user preset has that name; send "
+          "overwrite: true to replace it"},
+}
 BAD_PRESET = {
     400: {"model": MessageError, "description": "not a valid preset name"},
     404: {"model": MessageError, "description": "no preset of that name"},

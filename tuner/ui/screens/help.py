@@ -13,7 +13,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tuner.ui.widgets.layer_table import COLUMNS
+from tuner.engine.counters import HEADLINES
+from tuner.format import COLUMNS
 
 if TYPE_CHECKING:
     from tuner.ui.app import TunerApp
@@ -36,6 +37,13 @@ def key_table(app: TunerApp) -> Table:
     return table
 
 
+def headline_table() -> Table:
+    table = Table("figure", "unit", "what it is", box=None, padding=(0, 2, 0, 0))
+    for h in HEADLINES:
+        table.add_row(h.label, h.column.unit, h.column.help)
+    return table
+
+
 def column_table() -> Table:
     table = Table("column", "unit", "counts", box=None, padding=(0, 2, 0, 0))
     for c in COLUMNS:
@@ -52,6 +60,11 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help", classes="dialog"):
             yield Static("[b]Keys[/]")
             yield Static(key_table(self.app))
+            yield Static("\n[b]Headline figures[/] (Overview; the page's charts)")
+            yield Static(headline_table())
             yield Static("\n[b]Layer columns[/] (window: the last `window` tokens; "
-                         "cumulative: since the last reset)")
+                         "cumulative: since the last reset; counts are sums over that span, "
+                         "/token columns divide them by its tokens; `c` steps through the "
+                         "column sets, left and right move the column cursor, `s` sorts by "
+                         "its column)")
             yield Static(column_table())

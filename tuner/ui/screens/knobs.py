@@ -1,6 +1,9 @@
 """Knobs: the settings form, one field per knob of the table, applied live.
 
-Each edit goes to the backend as a change of that one knob. Accepted: the form takes the
+Each edit goes to the backend as a change of that one knob: a switch or a choice at once,
+a typed value when the field is left (enter, tab or a click elsewhere), so typed text is
+never dropped unseen; escape leaves the field and puts back what the engine runs. Once out
+of a field the app's keys (1-5, p, r, ...) work again. Accepted: the form takes the
 settings the engine now runs. Rejected: the field shows the engine's message and goes back
 to the value the engine still runs, since nothing was applied.
 """
@@ -8,9 +11,10 @@ to the value the engine still runs, since nothing was applied.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Input, Label, Static
 
@@ -21,6 +25,11 @@ from tuner.ui.widgets.knob_field import KnobField, as_text
 
 
 class KnobsScreen(SnapshotScreen):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "leave_field", "Leave field",
+                tooltip="leave a field being typed in, putting back what the engine runs"),
+    ]
+
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self.shown_version = 0
@@ -61,17 +70,29 @@ class KnobsScreen(SnapshotScreen):
         field.scroll_visible()
 
     def on_knob_field_edited(self, event: KnobField.Edited) -> None:
-        current = self.app.state["settings"].get(event.knob)
-        if event.value == current or event.value == as_text(current):
-            event.field.show_problem(None)
+        if isinstance(event.field.control, Input):
+            self.query_one("#knob-form").focus()  # leaving the field applies it (below)
             return
-        self.submit({event.knob: event.value})
+        self._edit(event.field, event.value)
 
     def on_input_blurred(self, event: Input.Blurred) -> None:
-        # Typed but never submitted: the field shows again what the engine runs.
         field = event.input.parent
         if isinstance(field, KnobField):
+            self._edit(field, event.value)
+
+    def _edit(self, field: KnobField, value: Any) -> None:
+        current = self.app.state["settings"].get(field.knob)
+        if value == current or value == as_text(current):
+            field.show_problem(None)
+            return
+        self.submit({field.knob: value})
+
+    def action_leave_field(self) -> None:
+        focused = self.app.focused
+        if isinstance(focused, Input) and isinstance(focused.parent, KnobField):
+            field = focused.parent
             field.set_value(self.app.state["settings"].get(field.knob))
+            self.query_one("#knob-form").focus()
 
     def submit(self, changes: Mapping[str, Any]) -> None:
         self.run_worker(self._apply(dict(changes)), group="apply")

@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
-from tuner.format import figure
+from tuner.format import ALL, figure
 from tuner.ui.screens.base import SnapshotScreen
-from tuner.ui.widgets.layer_table import ALL, LayerTable
+from tuner.ui.widgets.layer_table import LayerTable
 from tuner.ui.widgets.readout import Readout
 
 

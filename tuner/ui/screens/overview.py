@@ -9,9 +9,8 @@ from textual.containers import Horizontal, Vertical
 from textual.markup import escape
 from textual.widgets import Label
 
-from tuner.engine.counters import PREDICTORS
+from tuner.engine.counters import HEADLINES, PREDICTORS
 from tuner.format import figure
-from tuner.ui.history import HEADLINES
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.readout import Readout
 from tuner.ui.widgets.trend import Trend
@@ -28,8 +27,8 @@ class OverviewScreen(SnapshotScreen):
                 yield Label("cumulative", classes="trend-cumulative")
                 yield Label("window, one point per repaint with new tokens",
                             classes="trend-spark")
-            for series in HEADLINES:
-                yield Trend(series, id=f"trend-{series.key}")
+            for headline in HEADLINES:
+                yield Trend(headline, id=f"trend-{headline.key}")
         with Horizontal(id="facts"):
             yield Readout(id="engine-facts", classes="facts")
             yield Readout(id="predictor-facts", classes="facts")
@@ -39,9 +38,9 @@ class OverviewScreen(SnapshotScreen):
     def show(self, snap: dict[str, Any]) -> None:
         window, cumulative = snap["window"]["totals"], snap["totals"]
         points = self.app.history.points
-        for series in HEADLINES:
-            self.query_one(f"#trend-{series.key}", Trend).show(
-                window.get(series.key), cumulative.get(series.key), points[series.key])
+        for h in HEADLINES:
+            self.query_one(f"#trend-{h.key}", Trend).show(
+                window.get(h.key), cumulative.get(h.key), points[h.key])
         self.query_one("#engine-facts", Readout).show_text(engine_facts(snap))
         self.query_one("#predictor-facts", Readout).show_text(predictor_facts(snap))
         self.query_one("#changes", Readout).show_text(changes(snap))

@@ -10,10 +10,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from tuner.ui.backend import FAILED
+from tuner.ui.backend import FAILED, Conflict
 from tuner.ui.screens.ab import ABScreen
 from tuner.ui.screens.ab_dialog import ABDialog, ABRequest
 from tuner.ui.screens.base import SnapshotScreen
+from tuner.ui.screens.dialog import Confirm
 from tuner.ui.screens.save_preset import SavePresetScreen
 
 
@@ -30,6 +31,10 @@ class PresetsScreen(SnapshotScreen):
         Binding("b", "ab", "A/B", tooltip="A/B of baseline (or another preset) and the "
                 "selected one; the live session is paused while it runs"),
     ]
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.diffed: tuple[str, int] | None = None  # the preset diffed, at settings version
 
     def compose_body(self) -> ComposeResult:
         yield DataTable(id="preset-list", cursor_type="row")
@@ -84,10 +89,17 @@ class PresetsScreen(SnapshotScreen):
         if self.selected:
             self.run_worker(partial(self.diff, self.selected), group="diff", exclusive=True)
 
+    def show(self, snap: dict[str, Any]) -> None:
+        # The settings moved (an apply, a change anywhere): the diff shown is redone.
+        if self.diffed and self.diffed[1] != snap["settings_version"]:
+            self.run_worker(partial(self.diff, self.diffed[0]), group="diff", exclusive=True)
+
     async def diff(self, name: str) -> None:
+        version = self.app.state["version"]
         rows = await self.app.attempt(self.app.backend.diff_preset(name), "diff")
         if rows is FAILED:
             return
+        self.diffed = (name, version)
         table = self.query_one("#preset-diff", DataTable)
         table.clear()
         for row in rows:
@@ -107,12 +119,26 @@ class PresetsScreen(SnapshotScreen):
         if answer:
             self.run_worker(self.save(*answer), group="save")
 
-    async def save(self, name: str, description: str) -> None:
-        if await self.app.attempt(self.app.backend.save_preset(name, description),
-                                  "not saved") is FAILED:
+    async def save(self, name: str, description: str, overwrite: bool = False) -> None:
+        """An empty description keeps the one of a preset this replaces."""
+        save = self.app.backend.save_preset(name, description or None, overwrite)
+        try:
+            if await self.app.attempt(save, "not saved", passing=(Conflict,)) is FAILED:
+                return
+        except Conflict:
+            keeps = "" if description else ", keeping its description"
+            question = (f"A user preset named {name} exists. Replace it with the current "
+                        f"settings{keeps}?")
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self.run_worker(self.save(name, description, True), group="save")
+
+            self.app.push_screen(Confirm(question, "Replace"), answered)
             return
         self.notify(f"saved the current settings as {name}", title="preset", markup=False)
         await self.load(select=name)
+        await self.diff(name)
 
     def action_ab(self) -> None:
         self.app.push_screen(ABDialog(b=self.selected or ""), self._ab)

@@ -14,7 +14,8 @@ class SavePresetScreen(Dialog[tuple[str, str] | None]):
         with Vertical(id="save-dialog", classes="dialog"):
             yield Label("Save the current settings as a preset", classes="dialog-title")
             yield Input(placeholder="name (letters, digits, . _ -)", id="preset-name")
-            yield Input(placeholder="description (optional)", id="preset-description")
+            yield Input(placeholder="description (optional; empty keeps a replaced preset's)",
+                        id="preset-description")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Save", variant="primary", id="save")
                 yield Button("Cancel", id="cancel")

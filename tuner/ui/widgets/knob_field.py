@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.containers import Grid
+from textual.containers import Grid, Horizontal
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
@@ -19,6 +19,11 @@ from textual.widgets import Input, Label, Select, Static, Switch
 
 def as_text(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+def on_off(value: Any) -> str:
+    """A switch's state in words: its colour alone does not say it to everyone."""
+    return "on" if value else "off"
 
 
 class KnobField(Grid):
@@ -51,7 +56,12 @@ class KnobField(Grid):
         spec = self.spec
         yield Label(self.knob, classes="knob-name", markup=False)
         yield Label("restart" if spec["restart"] else "live", classes="knob-class")
-        yield self.control
+        if isinstance(self.control, Switch):
+            with Horizontal(classes="knob-switch"):
+                yield self.control
+                yield Label(on_off(self.control.value), classes="switch-state")
+        else:
+            yield self.control
         allowed = spec["allowed"] + (f" {spec['unit']}" if spec["unit"] else "")
         yield Label(allowed, classes="knob-allowed", markup=False)
         yield Label(spec["help"], classes="knob-help", markup=False)
@@ -62,6 +72,7 @@ class KnobField(Grid):
 
     def on_switch_changed(self, event: Switch.Changed) -> None:
         event.stop()
+        self.query_one(".switch-state", Label).update(on_off(event.value))
         self.post_message(self.Edited(self, event.value))
 
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -85,6 +96,8 @@ class KnobField(Grid):
         if control.value != shown:
             with self.prevent(Switch.Changed, Select.Changed):
                 control.value = shown
+        if isinstance(control, Switch):
+            self.query_one(".switch-state", Label).update(on_off(shown))
 
     def show_problem(self, message: str | None) -> None:
         self.query_one(".knob-problem", Static).update(message or "")

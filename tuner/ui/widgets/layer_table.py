@@ -19,21 +19,16 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.color import Color
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tuner.engine.counters import COUNTERS, DERIVED, Column
-from tuner.format import figure, levels
+from tuner.engine.counters import Column
+from tuner.format import COLUMN_SETS, LAYER, columns_of, figure, levels
+from tuner.ui.widgets.shades import shade_styles
 
-LAYER = Column("layer", "", "the layer's index")
-COLUMNS: tuple[Column, ...] = (LAYER, *DERIVED, *COUNTERS)
-ALL = "all"
-# The column sets, in the order the columns come: one per unit, then all of them.
-COLUMN_SETS: tuple[str, ...] = (*dict.fromkeys(c.unit for c in COLUMNS[1:]), ALL)
 SHADES = 6
 PAD = 1  # blank cells on each side of a column
 
@@ -42,10 +37,6 @@ Cell = tuple[str, int | None]  # the text shown and its shade (None: not shaded)
 
 def width(column: Column) -> int:
     return max(len(column.name), 9)  # 9 fits "1,023.9 MiB" minus its unit's space
-
-
-def columns_of(column_set: str) -> tuple[Column, ...]:
-    return tuple(c for c in COLUMNS if c is LAYER or column_set in (ALL, c.unit))
 
 
 def fit(text: str, cells: int) -> str:
@@ -147,7 +138,10 @@ class LayerTable(ScrollView, can_focus=True):
         self.show_column_set(COLUMN_SETS[(index + 1) % len(COLUMN_SETS)])
 
     def column_at(self, x: int) -> int | None:
-        """The index of the shown column at content offset `x`."""
+        """The index of the shown column at screen offset `x` (the layer column does not
+        scroll)."""
+        if x >= self._edges[1]:
+            x += self.scroll_offset.x
         for index, (start, end) in enumerate(zip(self._edges, self._edges[1:])):
             if start <= x < end:
                 return index
@@ -221,11 +215,8 @@ class LayerTable(ScrollView, can_focus=True):
         self.refresh(Region(0, 0, self.size.width, 1))
 
     def _make_styles(self) -> None:
-        base = self._base = self.rich_style
-        low = Color.parse(self.app.theme_variables.get("surface", "black"))
-        high = Color.parse(self.app.theme_variables.get("accent", "orange"))
-        self._shades = [base + Style(bgcolor=low.blend(high, 0.08 + 0.5 * i / (SHADES - 1))
-                                     .rich_color) for i in range(SHADES)]
+        self._base = self.rich_style
+        self._shades = shade_styles(self, SHADES)
 
     def _header(self) -> Strip:
         header = self.get_component_rich_style("layer-table--header")
@@ -259,16 +250,22 @@ class LayerTable(ScrollView, can_focus=True):
             strip = self._row(self._order[line])
         else:
             return Strip.blank(self.size.width, self._base)
-        return strip.crop_extend(scroll_x, scroll_x + self.size.width, self._base)
+        # The layer column stays where it is; the others scroll sideways behind it.
+        fixed, width = self._edges[1], self.size.width
+        return Strip.join([strip.crop(0, min(fixed, width)),
+                           strip.crop_extend(fixed + scroll_x, scroll_x + max(fixed, width),
+                                             self._base)])
 
     # -- input -------------------------------------------------------------------------
     def action_cursor(self, step: int) -> None:
         self.cursor_column = max(0, min(len(self.shown_columns) - 1, self.cursor_column + step))
-        # keep the cursor's column in view
+        if not self.cursor_column:
+            return  # the layer column is always in view
+        # keep the cursor's column in view, right of the layer column
         start, end = self._edges[self.cursor_column], self._edges[self.cursor_column + 1]
-        shown = self.scrollable_content_region.width
-        if start < self.scroll_offset.x:
-            self.scroll_to(x=start, animate=False, immediate=True)
+        fixed, shown = self._edges[1], self.scrollable_content_region.width
+        if start < fixed + self.scroll_offset.x:
+            self.scroll_to(x=start - fixed, animate=False, immediate=True)
         elif end > self.scroll_offset.x + shown:
             self.scroll_to(x=end - shown, animate=False, immediate=True)
 
@@ -276,7 +273,7 @@ class LayerTable(ScrollView, can_focus=True):
         self.cursor_column = max(0, min(len(self.shown_columns) - 1, column))
 
     def on_click(self, event: events.Click) -> None:
-        index = self.column_at(event.x + self.scroll_offset.x)
+        index = self.column_at(event.x)
         if index is None:
             return
         self.cursor_column = index

@@ -20,8 +20,12 @@ class StatusLine(Readout):
         version = f"settings v{snap['settings_version']}"
         if snap.get("pending_version"):
             version += f" (v{snap['pending_version']} pending)"
+        # Without a link the snapshot's state is only what it last was.
+        shown = (f"[b {STATE_COLOURS.get(state, '$foreground')}]● {escape(state)}[/]"
+                 if link in ("", "live") else
+                 f"[b $error]○ disconnected[/] (last seen {escape(state)})")
         parts = [
-            f"[b {STATE_COLOURS.get(state, '$foreground')}]● {escape(state)}[/]",
+            shown,
             version,
             (f"{escape(model['name'])} · {model['layers']} layers × {model['experts']} experts"
              f" · top-{model['top_k']}"),

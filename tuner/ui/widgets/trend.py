@@ -8,26 +8,27 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label
 
+from tuner.engine.counters import Headline
 from tuner.format import figure
-from tuner.ui.history import Series
 from tuner.ui.widgets.readout import Readout
 from tuner.ui.widgets.spark import Spark
 
 
 class Trend(Horizontal):
-    def __init__(self, series: Series, **kwargs):
+    def __init__(self, headline: Headline, **kwargs):
         super().__init__(classes="trend", **kwargs)
-        self.series = series
+        self.headline = headline
 
     def compose(self) -> ComposeResult:
-        yield Label(self.series.label, classes="trend-label")
+        h = self.headline
+        yield Label(f"{h.label} ({h.column.unit})", classes="trend-label")
         yield Readout("-", classes="trend-window")
         yield Readout("-", classes="trend-cumulative")
         yield Spark(classes="trend-spark")
 
     def show(self, window: float | None, cumulative: float | None,
              points: Sequence[float]) -> None:
-        unit = self.series.unit
+        unit = self.headline.column.unit
         self.query_one(".trend-window", Readout).show_text(figure(window, unit))
         self.query_one(".trend-cumulative", Readout).show_text(figure(cumulative, unit))
         self.query_one(Spark).show(points)

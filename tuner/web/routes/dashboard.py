@@ -13,13 +13,15 @@ from fastapi.templating import Jinja2Templates
 
 from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS, PAIRS, TOKENS
 from tuner.control import ApplyTimeout, Controller
+from tuner.engine.counters import HEADLINES
+from tuner.format import COLUMN_SETS
 from tuner.knobs import BY_NAME, GROUPS, KNOBS
-from tuner.presets import PresetError
+from tuner.presets import PresetError, PresetExists
 from tuner.settings import SettingsError, from_texts
 from tuner.web.connection import serve_client
 from tuner.web.deps import ControllerDep, HubDep, PresetName, SteeringDep, preset_name
 from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox
-from tuner.web.page import CHARTS, COLUMNS, HEAT_LEVELS, PageView
+from tuner.web.page import DEFAULT_COLUMNS, HEAT_LEVELS, PageView
 from tuner.web.routes.presets import known
 
 router = APIRouter(include_in_schema=False)
@@ -58,8 +60,9 @@ def page(request: Request, controller: ControllerDep) -> HTMLResponse:
         "preset_list": controller.store.list(),
         "ab_job": controller.ab.job,
         "ab_form": (PAIRS, TOKENS, BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS),
-        "charts": CHARTS,
-        "columns": COLUMNS,
+        "headlines": HEADLINES,
+        "column_sets": COLUMN_SETS,
+        "column_set": DEFAULT_COLUMNS,
         "levels": HEAT_LEVELS,
     })
 
@@ -92,9 +95,10 @@ async def change_knob(name: str, values: FormDep, request: Request, controller: 
 
 
 def _presets_panel(request: Request, controller: Controller, message: str,
-                   error: bool = False) -> HTMLResponse:
+                   error: bool = False, confirm: tuple[str, str] | None = None
+                   ) -> HTMLResponse:
     panel = _macros("presets.html", request).panel
-    return _html(panel(controller.store.list(), message, error))
+    return _html(panel(controller.store.list(), message, error, confirm))
 
 
 @router.post("/ui/presets/{name}/apply", response_class=HTMLResponse)
@@ -109,9 +113,17 @@ async def apply_preset(name: PresetName, request: Request, controller: Controlle
 
 @router.post("/ui/presets", response_class=HTMLResponse)
 def save_preset(values: FormDep, request: Request, controller: ControllerDep) -> HTMLResponse:
-    name = values.get("name", "")
+    """Saves the current settings; a user preset of that name is replaced only once the
+    operator confirmed it (the answer asks), and keeps its description when the field was
+    left empty."""
+    name, description = values.get("name", ""), values.get("description", "")
     try:
-        preset = controller.save_preset(name, values.get("description", ""))
+        preset = controller.save_preset(name, description or None,
+                                        overwrite=values.get("overwrite") == "1")
+    except PresetExists:
+        return _presets_panel(request, controller, f"a user preset named {name} exists: "
+                              "replace it with the current settings, or save under another "
+                              "name", error=True, confirm=(name, description))
     except PresetError as err:
         return _presets_panel(request, controller, str(err), error=True)
     return _presets_panel(request, controller, f"saved the current settings as {preset.name}")
@@ -167,9 +179,9 @@ async def live(ws: WebSocket, hub: HubDep,
                rate: Annotated[float, Query(ge=MIN_RATE, le=MAX_RATE)] = DEFAULT_RATE,
                version: int | None = None) -> None:
     """HTML fragments for htmx's ws extension, one at a time: the page sends {"ready": true}
-    when it has swapped one, and {"view": ...} to switch the layer table between the
-    sliding window and the whole run. `version`: the settings version the page's knob
-    panel shows."""
+    when it has swapped one, {"view": ...} to switch the layer table between the sliding
+    window and the whole run and {"columns": ...} to pick its column set. `version`: the
+    settings version the page's knob panel shows."""
     knob_panel = _macros("knobs.html", ws).panel
     view = PageView(lambda settings: str(knob_panel(GROUPED, settings)), version)
 
@@ -178,8 +190,8 @@ async def live(ws: WebSocket, hub: HubDep,
             return
         if message.get("ready"):
             outbox.grant()
-        if isinstance(message.get("view"), str):
-            view.set_view(message["view"])
+        view.set_view(message.get("view"))
+        view.set_columns(message.get("columns"))
 
     await serve_client(ws, hub, Outbox(rate, paced=True),
                        lambda frame: view.render(frame.snapshot, frame.pages), handle)

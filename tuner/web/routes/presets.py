@@ -12,6 +12,7 @@ from tuner.web.schemas import (
     BAD_JSON,
     BAD_PRESET,
     NOT_APPLIED,
+    SAVE_CONFLICT,
     UNWRITABLE,
     DiffRow,
     MessageError,
@@ -44,11 +45,14 @@ def show(name: PresetName, store: StoreDep) -> dict[str, Any]:
 
 
 @router.post("/{name}", response_model=PresetBody, status_code=201,
-             responses={**BAD_JSON, 400: BAD_PRESET[400], 422: {"model": ProblemsError},
-                        **UNWRITABLE})
+             responses={**BAD_JSON, 400: BAD_PRESET[400], **UNWRITABLE, **SAVE_CONFLICT,
+                        403: {"model": MessageError, "description": "a shipped preset has "
+                              "that name, or the presets folder takes no writes"},
+                        422: {"model": ProblemsError}})
 def save(name: PresetName, body: SaveRequest, controller: ControllerDep) -> dict[str, Any]:
-    """Saves the current settings (only the knobs that differ from the defaults)."""
-    return controller.save_preset(name, body.description).as_dict()
+    """Saves the current settings (only the knobs that differ from the defaults). A user
+    preset of that name is replaced only with `overwrite`; a shipped name is refused."""
+    return controller.save_preset(name, body.description, overwrite=body.overwrite).as_dict()
 
 
 @router.post("/{name}/apply", response_model=SettingsState,
@@ -68,7 +72,7 @@ async def apply(name: PresetName, controller: ControllerDep,
                                       "preset, or a presets folder that takes no writes"}})
 def delete(name: PresetName, store: StoreDep) -> None:
     known(store, name)
-    store.delete(name)
+    store.delete(name)  # a shipped one: PresetReadOnly, answered 403
 
 
 @router.get("/{name}/diff", response_model=list[DiffRow], responses=BAD_PRESET)

@@ -1,21 +1,42 @@
-"""The session: its snapshot and its run state."""
+"""The session: its snapshot, its per-expert figures, its live hit curves and its run
+state."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
+from tuner.engine.snapshot import Experts, Snapshot
 from tuner.web.deps import ControllerDep
-from tuner.web.schemas import SessionState
+from tuner.web.schemas import Curve, SessionState
 
 router = APIRouter(prefix="/api", tags=["session"])
 
 
-@router.get("/snapshot")
-def snapshot(controller: ControllerDep) -> dict[str, Any]:
+@router.get("/snapshot", response_model=Snapshot)
+def snapshot(controller: ControllerDep) -> Snapshot:
     """Everything the engine measured, as sent on the websocket (see `schema`)."""
     return controller.session.snapshot()
+
+
+@router.get("/experts", response_model=Experts)
+def experts(controller: ControllerDep,
+            view: Literal["window", "cumulative"] = "window") -> Experts:
+    """Per layer and expert: routings and sync misses over the sliding window or the whole
+    run, and which experts are resident (taken at a token boundary, `resident_at_token`;
+    null until the decode thread has taken the first map, a moment after the first ask)."""
+    return controller.session.experts(view == "window")
+
+
+@router.get("/curve", response_model=Curve, responses={
+    204: {"description": "no curve yet: the first is being computed; ask again"}})
+def curve(controller: ControllerDep) -> Any:
+    """Hit rate over arena sizes for the window's own routing, replayed under LRU, 2Q and
+    Belady's bound, with the current arena, the live hit rate, the gap to the bound and
+    what the next size up buys. Recomputed in the background once the session moved on."""
+    latest = controller.curve.latest()
+    return Response(status_code=204) if latest is None else latest
 
 
 @router.post("/session/{action}", response_model=SessionState)

@@ -1,0 +1,77 @@
+"""Per (layer, expert): routings and sync misses, cumulative and over the sliding window, the
+routings of the last tokens in order, and the arena's residency map.
+
+The decode thread writes one token's routing into `sel` [L, K] and its misses into `miss`
+[L, K]; `Counters.end_token` folds them in under its lock. A token's experts are distinct
+within a layer, so each fold is one fancy-indexed add. The window's counts are kept
+up to date by adding the token that enters and subtracting the one that leaves, so a
+reader copies [L, E] arrays and computes nothing.
+
+The routing log keeps `keep` tokens (more than the window): the live hit curves replay
+the older ones to warm the arena and count only the window's.
+
+The residency map costs a walk over the arena's slots, so the decode thread takes it only
+at a token boundary after a reader asked for it (`residency`): a map is at most one token
+older than the request that follows it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+
+class ExpertLog:
+    def __init__(self, layers: int, experts: int, top_k: int, window: int, keep: int):
+        self.sel = np.full((layers, top_k), -1, dtype=np.int32)  # this token, decode thread
+        self.miss = np.zeros((layers, top_k), dtype=bool)
+        self._rows = np.repeat(np.arange(layers), top_k).reshape(layers, top_k)
+        self.window = window
+        self._cum = np.zeros((2, layers, experts), dtype=np.int64)  # routings, misses
+        self._win = np.zeros_like(self._cum)
+        self._log: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=max(keep, window))
+        self._tokens = 0
+        self._resident: tuple[np.ndarray, int] | None = None
+        self.wants_residency = False
+
+    def fold(self) -> None:
+        """Adds this token's routing (the caller holds the counters' lock)."""
+        sel, miss = self.sel.copy(), self.miss.copy()
+        self._add(self._cum, sel, miss, 1)
+        self._add(self._win, sel, miss, 1)
+        self._log.append((sel, miss))
+        if len(self._log) > self.window:  # the token that just left the window
+            self._add(self._win, *self._log[-self.window - 1], -1)
+        self._tokens += 1
+        self.sel[:] = -1
+        self.miss[:] = False
+
+    def _add(self, counts: np.ndarray, sel: np.ndarray, miss: np.ndarray, sign: int) -> None:
+        routed = sel >= 0
+        counts[0, self._rows[routed], sel[routed]] += sign
+        counts[1, self._rows[miss], sel[miss]] += sign
+
+    def counts(self, window: bool) -> tuple[np.ndarray, np.ndarray, int]:
+        """(routings [L, E], sync misses [L, E], tokens), whole run or window (the caller
+        holds the counters' lock)."""
+        c = self._win if window else self._cum
+        return c[0].copy(), c[1].copy(), min(self._tokens, self.window) if window else \
+            self._tokens
+
+    def routings(self) -> np.ndarray:
+        """The logged tokens' routings, oldest first: [T, L, K], -1 for an empty slot."""
+        log = list(self._log)
+        if not log:
+            return np.zeros((0, *self.sel.shape), dtype=np.int32)
+        return np.stack([sel for sel, _ in log])
+
+    def set_residency(self, resident: np.ndarray, token: int) -> None:
+        self._resident = (resident, token)
+        self.wants_residency = False
+
+    def residency(self) -> tuple[np.ndarray, int] | None:
+        """The newest residency map [L, E] and the token count it was taken at; asks the
+        decode thread for a fresh one at its next token boundary."""
+        self.wants_residency = True
+        return self._resident
