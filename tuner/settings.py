@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tuner.knobs import BY_NAME, KNOBS, Config, Knob, lookup
+from tuner.knobs import BY_NAME, KNOBS, Config, Knob, budget_list, lookup
 
 
 class SettingsError(ValueError):
@@ -35,6 +35,8 @@ def _field_defs(with_defaults: bool) -> dict[str, Any]:
     defs = {}
     for k in KNOBS:
         extra = {"ge": k.min, "le": k.max} if k.type in (int, float) else {}
+        if k.pattern:
+            extra["pattern"] = k.pattern
         default = k.default if with_defaults else None
         defs[k.name] = (
             _annotation(k) if with_defaults else _annotation(k) | None,
@@ -54,6 +56,12 @@ class _Base(BaseModel):
             raise ValueError(
                 f"io_urgent ({self.io_urgent}) must be less than io_workers "
                 f"({self.io_workers}): at least one reader must serve speculative reads"
+            )
+        budgets = budget_list(self.arena_budgets)
+        if budgets and self.expert_cache and sum(budgets) != self.expert_cache:
+            raise ValueError(
+                f"arena_budgets sum to {sum(budgets)} slots but expert_cache is "
+                f"{self.expert_cache}: the quotas share the arena, so they must sum to it"
             )
         return self
 
@@ -106,17 +114,20 @@ def validate(values: Mapping[str, Any]) -> Settings:
         raise SettingsError(_explain(err, values)) from None
 
 
-def env_values() -> dict[str, Any]:
-    """The knobs set in the environment (STRATA_* names), parsed by pydantic-settings."""
+def env_values(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The knobs set in `environ` (the process environment when None) under their STRATA_*
+    names, parsed by pydantic-settings' rules: an env file read by `tuner presets import`
+    goes through exactly what the environment goes through."""
+    environ = os.environ if environ is None else environ
     envs = {k.env for k in KNOBS}
-    unknown = sorted(k for k in os.environ if k.startswith("STRATA_") and k not in envs)
+    unknown = sorted(k for k in environ if k.startswith("STRATA_") and k not in envs)
     if unknown:
         raise SettingsError({k: f"unknown environment knob {k!r}; see `tuner knobs`"
                              for k in unknown})
     try:
-        layer = EnvLayer()
+        layer = EnvLayer.model_validate({k: v for k, v in environ.items() if k in envs})
     except ValidationError as err:
-        raise SettingsError(_explain(err, dict(os.environ))) from None
+        raise SettingsError(_explain(err, dict(environ))) from None
     return layer.model_dump(exclude_unset=True)
 
 

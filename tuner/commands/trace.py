@@ -10,6 +10,7 @@ from pathlib import Path
 from tuner.cli import add_knob_flags, int_list, print_json, settings_from_args
 from tuner.settings import to_config
 from tuner.traces import format as trace_format
+from tuner.traces.budgets import BudgetError
 from tuner.traces.format import TraceError
 from tuner.traces.importers import FORMATS, import_trace
 from tuner.traces.record import record
@@ -17,13 +18,14 @@ from tuner.traces.stats import trace_stats
 
 
 def reporting_trace_errors(func):
-    """A bad trace or source is the user's input: one line on stderr, exit status 2."""
+    """A bad trace, source or budgets file is the user's input: one line on stderr, exit
+    status 2."""
 
     @functools.wraps(func)
     def wrapper(args: argparse.Namespace) -> int:
         try:
             return func(args)
-        except TraceError as err:
+        except (TraceError, BudgetError) as err:
             print(f"tuner: {err}", file=sys.stderr)
             return 2
 

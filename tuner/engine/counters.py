@@ -70,6 +70,11 @@ DERIVED: tuple[Column, ...] = (
     Column("hit_rate", "%", "hits / lookups"),
     Column("resident", "experts", "experts of this layer resident now (not windowed)"),
     Column("residency", "%", "resident / experts per layer (not windowed)"),
+    Column("quota", "experts", "slots the layer may hold with arena_split = layers (- with one "
+           "shared arena)"),
+    Column("slot_gain", "%", "hit rate the layer would gain with one slot more than its quota "
+           "(or than its resident experts, with one shared arena): its routings of the window "
+           "replayed through LRU at both sizes (window)"),
     Column("cpu_fraction", "%", "cpu_experts / (cpu_experts + link_experts)"),
     *(Column(f"{p}_pct", "%", f"{p} predictor: routed experts named / routed experts scored "
              "(- where nothing was scored)") for p in PREDICTORS),
@@ -91,10 +96,16 @@ class Counters:
         self._seconds = 0.0
         self._ring: deque[tuple[np.ndarray, int, float]] = deque(maxlen=window + 1)
         self._ring.append((self._cum.copy(), 0, 0.0))
+        self.cur_routes: list[list[int]] = []  # this token's routings, layer by layer
+        self._routes: deque[list[list[int]]] = deque(maxlen=window)
         self._lock = threading.Lock()
 
     def add(self, layer: int, name: str, value: float = 1.0) -> None:
         self.cur[layer, IDX[name]] += value
+
+    def route(self, sel: list[int]) -> None:
+        """The next layer's routing (expert ids in rank order) of this token."""
+        self.cur_routes.append(sel)
 
     def end_token(self, seconds: float, tokens: int = 1) -> None:
         """Folds this token's counts into the totals (tokens=0: counts settled between
@@ -105,7 +116,15 @@ class Counters:
             self._seconds += seconds
             if tokens:
                 self._ring.append((self._cum.copy(), self._tokens, self._seconds))
+                # a token that failed part way left its first layers: keep the last whole one
+                self._routes.append(self.cur_routes[-self.layers:])
         self.cur[:] = 0
+        self.cur_routes = []
+
+    def window_routes(self) -> list[list[list[int]]]:
+        """[token][layer] -> expert ids, for the tokens of the window."""
+        with self._lock:
+            return list(self._routes)
 
     @property
     def tokens(self) -> int:
@@ -121,7 +140,8 @@ class Counters:
             return cum, tokens, secs
         return cum - base[0], tokens - base[1], secs - base[2]
 
-    def rows(self, counts: np.ndarray, resident: list[int]) -> list[dict]:
+    def rows(self, counts: np.ndarray, resident: list[int], quota: list[int] | None,
+             slot_gain: list[float | None]) -> list[dict]:
         out = []
         # Python floats: indexing a numpy array element by element costs more than the rest
         for layer, c in enumerate(counts.tolist()):
@@ -130,6 +150,8 @@ class Counters:
             row["hit_rate"] = _pct(c[IDX["hits"]], c[IDX["lookups"]])
             row["resident"] = resident[layer]
             row["residency"] = _pct(resident[layer], self.experts)
+            row["quota"] = None if quota is None else quota[layer]
+            row["slot_gain"] = slot_gain[layer]
             row["cpu_fraction"] = _pct(c[IDX["cpu_experts"]],
                                        c[IDX["cpu_experts"]] + c[IDX["link_experts"]])
             for p in PREDICTORS:

@@ -29,7 +29,7 @@ from tuner.engine.counters import Counters
 from tuner.engine.model import Decoder, expert_out
 from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
-from tuner.engine.slots import RESIDENT, SPEC, SlotMap
+from tuner.engine.slots import RESIDENT, SPEC, SlotMap, quotas_for
 from tuner.engine.store import Read, ReadPool
 from tuner.engine.tiers import HostCopy, Sites, Tier
 
@@ -70,7 +70,8 @@ class Engine:
         self.dec = Decoder(mc, ckpt.dense(), cfg.context, device)
         L, E, K = mc.num_layers, mc.num_experts, mc.top_k
         n = arena_slots(cfg.expert_cache, L, E)
-        self.slots = SlotMap(n, policy_name(cfg.decode_2q))
+        quotas = quotas_for(cfg.arena_split, cfg.arena_budgets, L, n)  # before any thread
+        self.slots = SlotMap(n, policy_name(cfg.decode_2q), quotas)
         # Every slot and staging buffer is allocated once, before decoding. On CUDA the
         # arena is in device memory and reads land in a pinned host mirror of it, from which
         # each completed read is uploaded on a copy stream that overlaps compute.
@@ -105,7 +106,10 @@ class Engine:
 
     # -- settings ----------------------------------------------------------------------
     def apply_live(self, cfg) -> None:
-        """Takes the live knobs of `cfg` (called between tokens only)."""
+        """Takes the live knobs of `cfg` (called between tokens only); raises ValueError,
+        having changed nothing, when they do not fit this model and arena."""
+        quotas = quotas_for(cfg.arena_split, cfg.arena_budgets, self.mc.num_layers,
+                            self.slots.n)
         if cfg.cpu_pool and self.sites is None:
             self.drain()  # no speculation in flight once misses stop streaming
             self.sites = Sites(HostCopy(self.ckpt, pin=self.cuda), self.mem, self.views,
@@ -117,6 +121,7 @@ class Engine:
             self.sites.link_line.gbps = cfg.link_gbps
             self.sites.cpu_line.gbps = cfg.cpu_gbps
         self.slots.set_policy(policy_name(cfg.decode_2q))
+        self.slots.quotas = quotas
         self.use_residency = cfg.moce_bonus > 0 or cfg.moce_bonus_r1 > 0
         self.adapt_fetch = cfg.cpu_pool and cfg.adapt_fetch > 0 and cfg.pcie_frac > 0
 
@@ -136,6 +141,8 @@ class Engine:
         if cfg.cpu_pool and not cfg.adapt_every and not self.adapt_fetch:
             out.append("with cpu_pool the arena changes only by the adaptive tier "
                        "(adapt_every) and adapt-fetch; both are off")
+        if cfg.arena_budgets and cfg.arena_split != "layers":
+            out.append("arena_budgets act only with arena_split = layers")
         if cfg.moce_protect > self.mc.top_k:
             out.append(f"moce_protect {cfg.moce_protect} acts as {self.mc.top_k} (top-k)")
         return out
@@ -180,6 +187,7 @@ class Engine:
         logits = dec.router_logits(l, x)
         sel, selected = self._route(l, logits)
         self.routed[l, sel] += 1
+        self.counters.route(sel)
         self.tier.observe(l, sel, cfg.adapt_decay)
         if self.route_log is not None:
             self.route_log.add(sel, logits)
@@ -308,7 +316,7 @@ class Engine:
                 continue
             if cfg.prefetch_max and issued >= cfg.prefetch_max:
                 break
-            slot = slots.victim(avoid_layer=target)
+            slot = slots.victim(avoid_layer=target, layer=target)
             if slot is None:
                 break
             evicted = slots.place(slot, key, SPEC)

@@ -20,6 +20,7 @@ import torch
 
 from tuner import __version__
 from tuner.engine import synth
+from tuner.engine.budgets import by_layer, slot_gains
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.decode import Engine
 from tuner.knobs import BY_NAME, Config, config_dict
@@ -94,6 +95,7 @@ class Session:
         self.error: str | None = None
         self.changes: deque[dict] = deque(maxlen=MAX_CHANGES)
         self.seq = 0
+        self._gains: tuple[tuple, list[float | None]] = ((), [])
         self._build(self.cfg)
 
     # -- building ----------------------------------------------------------------------
@@ -218,16 +220,16 @@ class Session:
             changed = {f.name: [getattr(old, f.name), getattr(cfg, f.name)]
                        for f in fields(cfg) if getattr(old, f.name) != getattr(cfg, f.name)}
             rebuilt, rejected = bool(RESTART & changed.keys()), None
-            if rebuilt:
-                try:
+            try:
+                if rebuilt:
                     self._build(cfg)
-                except (OSError, ValueError, KeyError) as err:
-                    rejected = f"{type(err).__name__}: {err}"
-                    log.error("settings version %d rejected, kept the running engine: %s",
-                              version, rejected)
-            else:
-                self.cfg = cfg
-                self.engine.apply_live(cfg)
+                else:
+                    self.engine.apply_live(cfg)
+                    self.cfg = cfg
+            except (OSError, ValueError, KeyError) as err:
+                rejected = f"{type(err).__name__}: {err}"
+                log.error("settings version %d rejected, kept the running engine and its "
+                          "settings: %s", version, rejected)
             if "threads" in changed:
                 use_threads(self.cfg.threads)
             with self._lock:
@@ -307,6 +309,18 @@ class Session:
                                 timeout)
             return self.tokens >= n
 
+    def _slot_gains(self, counters, sizes: list[int]) -> list[float | None]:
+        """Per layer, the hit rate one more slot than `sizes` would add over the window
+        (percentage points); kept until the window or the sizes change."""
+        key = (id(counters), counters.tokens, tuple(sizes))  # read before the routings
+        if self._gains[0] != key:
+            per_layer = by_layer(counters.window_routes(), len(sizes))
+            lookups = [sum(len(ids) for ids in r) for r in per_layer]
+            gains = slot_gains(per_layer, sizes)
+            self._gains = (key, [round(100.0 * g / n, 2) if n else None
+                                 for g, n in zip(gains, lookups)])
+        return self._gains[1]
+
     def snapshot(self) -> dict:
         """Plain data: the same dict goes to the websocket, the TUI, --json and /metrics."""
         eng, mc = self.engine, self.ckpt.config
@@ -318,6 +332,8 @@ class Session:
             cfg, changes = self.cfg, list(self.changes)
         cum, tokens, secs = c.read(False)
         win, wtok, wsecs = c.read(True)
+        quota = eng.slots.quotas
+        gain = self._slot_gains(c, quota or resident)
         return {
             "schema": SCHEMA,
             "seq": seq,
@@ -334,16 +350,17 @@ class Session:
             },
             "device": str(self.device),
             "arena": {"slots": eng.slots.n, "policy": eng.slots.policy.name,
-                      "bytes": eng.slots.n * self.ckpt.expert_bytes},
+                      "bytes": eng.slots.n * self.ckpt.expert_bytes,
+                      "split": "global" if quota is None else "layers"},
             "tokens": tokens,
             "conversations": self.conversations,
             "output_hash": self._hash.hexdigest()[:16],
             "totals": c.totals(cum, tokens, secs, resident),
-            "layers": c.rows(cum, resident),
+            "layers": c.rows(cum, resident, quota, gain),
             "window": {
                 "tokens": wtok,
                 "totals": c.totals(win, wtok, wsecs, resident),
-                "layers": c.rows(win, resident),
+                "layers": c.rows(win, resident, quota, gain),
             },
             "text": self._text(),
             "notes": eng.notes(),

@@ -33,6 +33,9 @@ def record(cfg: Config, tokens: int, logits: bool = False) -> tuple[Trace, dict]
         "arena_slots": eng.slots.n,
         "policy": eng.slots.policy.name,
         "sequence_starts": log.starts,
+        # what one miss cost at each layer while recording, for `tuner budgets --weights stall`
+        "layer_stall_ms": [row["stall_ms"] for row in snap["layers"]],
+        "layer_sync_misses": [row["sync_misses"] for row in snap["layers"]],
     }
     stacked = np.stack(log.logits).reshape(tokens, L, mc.num_experts) if logits else None
     return Trace(experts, meta, stacked), snap
