@@ -12,11 +12,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tuner.ab_job import ABRunner
 from tuner.engine.session import Session
 from tuner.knobs import KNOBS
 from tuner.presets import Preset, Store, knob_diff
 from tuner.settings import Settings, SettingsError, apply, to_config
+from tuner.traces.budgets import BudgetError, plan
+from tuner.traces.format import Trace
 
 
 def session_base(current: Settings) -> Settings:
@@ -70,6 +74,29 @@ class Controller:
                                              f"which kept the previous settings: {rejected}"})
         self.settings = new
         return version
+
+    def window_budgets(self, weights: str = "hits", apply: bool = False) -> dict[str, Any]:
+        """Per-layer quotas for the running arena from the routings of the session's window
+        (and, for `weights` stall, the stall per miss it measured), checked by replaying
+        the window; with `apply`, runs them (arena_split = layers). Raises SettingsError."""
+        snap = self.session.snapshot()
+        routes = self.session.engine.counters.window_routes()
+        if not routes:
+            raise SettingsError({"arena_budgets": "the window holds no routings yet; let the "
+                                                  "session decode some tokens first"})
+        window = snap["window"]["layers"]
+        meta = {"model": snap["model"]["name"], "num_experts": snap["model"]["experts"],
+                "layer_stall_ms": [r["stall_ms"] for r in window],
+                "layer_sync_misses": [r["sync_misses"] for r in window]}
+        trace = Trace(np.array(routes, dtype=np.int32), meta)
+        try:
+            out = plan(trace, snap["arena"]["slots"], weights)
+        except BudgetError as err:
+            raise SettingsError({"arena_budgets": str(err)}) from None
+        if apply:
+            out["version"] = self.change({"arena_split": "layers", "arena_budgets": ",".join(
+                str(q) for q in out["quotas"])})
+        return out
 
     def state(self) -> dict[str, Any]:
         return {"version": self.version, "settings": self.settings.model_dump(),

@@ -4,6 +4,7 @@ no widgets, no clocks."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 MISSING = "-"  # a figure the engine did not measure (nothing scored, no prefetch issued)
 BINARY = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -44,3 +45,12 @@ def levels(values: Iterable[float | None], steps: int) -> list[int | None]:
     return [None if v is None else
             0 if span == 0 else min(steps - 1, int((v - lo) / span * steps))
             for v in values]
+
+
+def budgets_line(out: dict[str, Any]) -> str:
+    """What applying window budgets did, in one line (the page and the terminal UI)."""
+    r = out["replay"]
+    return (f"settings v{out['version']}: quotas {', '.join(map(str, out['quotas']))} "
+            f"({out['weights']}); the window's {out['tokens']} tokens replayed hit "
+            f"{r['global']['hit_rate']} % in one shared arena, {r['even']['hit_rate']} % "
+            f"split evenly, {r['budgets']['hit_rate']} % with these quotas")

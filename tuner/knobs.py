@@ -118,7 +118,7 @@ KNOBS: tuple[Knob, ...] = (
          "slot quota of each layer with arena_split = layers, summing to the arena (empty = "
          "an even split); `tuner budgets` computes them from hit curves", "cache", S000,
          pattern=r"^(\d+(,\d+)*)?$",
-         pattern_words="slot counts separated by commas, one per layer (empty = even)"),
+         pattern_words="comma-separated slot counts"),
     # io
     Knob("io_workers", "STRATA_IO_WORKERS", int, 8,
          "reader threads", "io", S000, 1, 64, unit="threads", restart=True),

@@ -15,8 +15,8 @@ from tuner.engine.budgets import allocate, by_layer, hit_curves, layer_hits, sta
 from tuner.engine.session import Session
 from tuner.engine.slots import SPEC, SlotMap, check_quotas
 from tuner.knobs import even_budgets
-from tuner.traces.replay import replay_rows
 from tuner.traces.record import record
+from tuner.traces.replay import replay_rows
 
 
 def claim(slots: SlotMap, layer: int, ids: list[int]) -> list[str]:

@@ -101,13 +101,28 @@ def test_bad_inputs_give_one_clear_error(recorded, tmp_path, capsys):
                                                 "--slots", "65")
 
 
-def test_stall_weights_need_a_measured_trace(tmp_path, capsys):
+def test_an_imported_trace(tmp_path, capsys):
+    """A route log brought in by an importer: no stall to weigh, and at every arena size
+    the computed quotas hit at least as often as an even split."""
+    rng = np.random.default_rng(7)
+    src = tmp_path / "routes.jsonl"
+    popular = rng.permutation(12)[:5]
+    rows = []
+    for t in range(150):
+        for layer in range(3):
+            pool = popular if layer == 0 else np.arange(12)  # layer 0 reuses few experts
+            ids = rng.choice(pool, size=2, replace=False).tolist()
+            rows.append(json.dumps({"layer": layer, "token_idx": t, "experts": ids}))
+    src.write_text("\n".join(rows) + "\n")
     imported = tmp_path / "imported.npz"
-    ids = np.array([[[0, 1], [2, 3]], [[1, 2], [3, 0]]], dtype=np.int32)
-    trace_format.save(Trace(ids, {"num_experts": 4, "model": "mine"}), imported)
+    assert main(["trace", "import", "jsonl", str(src), "-o", str(imported), "--num-experts",
+                 "12", "--model", "mine"]) == 0
+    capsys.readouterr()
     assert "no per-layer stall" in error(capsys, "budgets", str(imported), "--slots", "4",
                                          "--weights", "stall")
     assert "does not say its arena size; give --slots" in error(capsys, "budgets",
                                                                 str(imported))
-    plan = run_json(capsys, "budgets", str(imported), "--slots", "4")
-    assert plan["replay"]["budgets"]["hits"] >= plan["replay"]["even"]["hits"]
+    for slots in (4, 9, 18):  # 12.5, 25 and 50 % of the 36 pairs
+        plan = run_json(capsys, "budgets", str(imported), "--slots", str(slots))
+        assert plan["replay"]["budgets"]["hits"] >= plan["replay"]["even"]["hits"]
+    assert plan["quotas"][0] == 5  # the layer that routes 5 experts gets those 5 slots

@@ -139,3 +139,26 @@ def test_token_is_required_everywhere(controller):
                              headers={"Authorization": "Bearer s3cret"}).status_code == 200
         r = httpx.patch(f"{live.url}/api/settings", json={"moce_bonus": 1.0})
         assert r.status_code == 401 and live.session.applied_version == 1
+
+
+def test_budgets_from_the_window(live):
+    session = live.controller.session
+    session.pause()
+    session.reset_counters()
+    assert session.wait_tokens(0)
+    r = httpx.post(f"{live.url}/api/budgets", json={})
+    assert r.status_code == 422
+    assert "the window holds no routings yet" in r.json()["detail"]["problems"]["arena_budgets"]
+    session.resume()
+    assert session.wait_tokens(10, timeout=30)
+    r = httpx.post(f"{live.url}/api/budgets", json={"weights": "hits"})
+    out = r.json()
+    assert r.status_code == 200 and sum(out["quotas"]) == 16 and "version" not in out
+    assert out["replay"]["budgets"]["hits"] >= out["replay"]["even"]["hits"]
+    assert live.controller.settings.arena_split == "global"  # computed, not applied
+    assert httpx.post(f"{live.url}/api/budgets", json={"weights": "most"}).status_code == 422
+    r = httpx.post(f"{live.url}/ui/budgets", data={"weights": "hits"})
+    assert r.status_code == 200 and "settings v" in r.text and "with these quotas" in r.text
+    settings = live.controller.settings
+    assert settings.arena_split == "layers" and sum(map(int, settings.arena_budgets.split(
+        ","))) == 16

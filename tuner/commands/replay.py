@@ -9,9 +9,9 @@ from pathlib import Path
 
 from tuner.cli import int_list, print_json
 from tuner.commands.trace import reporting_trace_errors
-from tuner.traces import format as trace_format
 from tuner.knobs import even_budgets
 from tuner.traces import budgets
+from tuner.traces import format as trace_format
 from tuner.traces.budgets import EVEN, BudgetError, quotas_for_trace
 from tuner.traces.format import Trace, TraceError
 from tuner.traces.replay import POLICY_NAMES, replay, report, sweep, sweep_report, sweep_sizes
@@ -85,9 +85,9 @@ def _print_replay(out: dict) -> None:
     per_token = (f", {t['bytes_per_token']} bytes/token" if t["bytes_per_token"] is not None
                  else "")
     split = ", per-layer quotas" if out["split"] == "layers" else ""
-    print(f"{_head(out)}, arena {out['slots']} slots{split}: {t['hits']} hits, {t['misses']} misses "
-          f"of {t['lookups']} lookups (hit rate {t['hit_rate']} %, {t['misses_per_token']} "
-          f"misses/token{per_token})")
+    print(f"{_head(out)}, arena {out['slots']} slots{split}: {t['hits']} hits, "
+          f"{t['misses']} misses of {t['lookups']} lookups (hit rate {t['hit_rate']} %, "
+          f"{t['misses_per_token']} misses/token{per_token})")
     print(f"{'layer':>5} {'quota':>6} {'lookups':>9} {'hits':>9} {'misses':>9} {'hit%':>6}")
     for r in out["layers"] + [{**t, "layer": "all", "quota": out["slots"]}]:
         rate = "-" if r["hit_rate"] is None else f"{r['hit_rate']:.1f}"

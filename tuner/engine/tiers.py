@@ -30,8 +30,8 @@ import torch
 from tuner.engine.checkpoint import Checkpoint, part_views
 from tuner.engine.model import expert_out
 from tuner.engine.slots import RESIDENT, SlotMap
-from tuner.knobs import even_budgets
 from tuner.engine.store import ReadPool, Timeline
+from tuner.knobs import even_budgets
 
 READERS = 4  # threads filling the host copy
 

@@ -1,4 +1,5 @@
-"""Command palette providers: every knob and every preset as a command.
+"""Command palette providers: every knob and every preset as a command, and per-layer
+budgets computed from the window.
 
 A flag can be toggled and a choice picked from the palette; any knob can be jumped to in
 the form. Knob commands go through the Knobs screen, so a rejected value is shown there.
@@ -54,6 +55,14 @@ class KnobCommands(_Commands):
                         yield (f"set {name} = {choice}", spec["help"],
                                partial(app.set_knob, name, choice))
             yield f"edit {name} (now {now!r})", spec["help"], partial(app.edit_knob, name)
+
+
+class BudgetCommands(_Commands):
+    def commands(self) -> Iterator[Command]:
+        for weights, what in (("hits", "the most hits"), ("stall", "the most stall saved")):
+            yield (f"apply per-layer budgets from the window ({weights})",
+                   f"quotas for {what}, from the hit curves of the window's routings; "
+                   "arena_split = layers", partial(self.app.apply_budgets, weights))
 
 
 class PresetCommands(_Commands):

@@ -13,6 +13,7 @@ from fastapi.templating import Jinja2Templates
 
 from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS, PAIRS, TOKENS
 from tuner.control import Controller
+from tuner.format import budgets_line
 from tuner.knobs import BY_NAME, GROUPS, KNOBS
 from tuner.presets import PresetError
 from tuner.settings import SettingsError
@@ -112,6 +113,17 @@ def save_preset(values: FormDep, request: Request, controller: ControllerDep) ->
     except PresetError as err:
         return _presets_panel(request, controller, str(err), error=True)
     return _presets_panel(request, controller, f"saved the current settings as {preset.name}")
+
+
+@router.post("/ui/budgets", response_class=HTMLResponse)
+def apply_budgets(values: FormDep, controller: ControllerDep) -> HTMLResponse:
+    """Per-layer quotas from the window, applied; answers what was applied and the window
+    replayed with and without them, or why nothing was."""
+    try:
+        out = controller.window_budgets(values.get("weights", "hits"), apply=True)
+    except SettingsError as err:
+        return _html(f'<span class="error">{escape("; ".join(err.problems.values()))}</span>')
+    return _html(escape(budgets_line(out)))
 
 
 @router.get("/ui/presets/{name}/diff", response_class=HTMLResponse)

@@ -9,7 +9,12 @@ from fastapi import APIRouter, Body
 from tuner.knobs import KNOBS
 from tuner.settings import SettingsError
 from tuner.web.deps import ControllerDep
-from tuner.web.schemas import BAD_SETTINGS, SettingsState, settings_patch_schema
+from tuner.web.schemas import (
+    BAD_SETTINGS,
+    BudgetsRequest,
+    SettingsState,
+    settings_patch_schema,
+)
 
 router = APIRouter(prefix="/api", tags=["settings"])
 
@@ -37,3 +42,12 @@ def change(controller: ControllerDep, changes: Annotated[Any, Body()]) -> dict[s
                                          f"got {type(changes).__name__}"})
     controller.change(changes)
     return controller.state()
+
+
+@router.post("/budgets", responses=BAD_SETTINGS)
+def budgets(controller: ControllerDep, request: BudgetsRequest) -> dict[str, Any]:
+    """Per-layer quotas for the running arena from the hit curves of the window's routings
+    (as `tuner budgets` computes them from a trace), with the window replayed in one shared
+    LRU arena, an even split and these quotas; `apply` runs them (arena_split = layers) and
+    adds the settings `version`."""
+    return controller.window_budgets(request.weights, request.apply)
