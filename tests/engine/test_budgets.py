@@ -185,3 +185,10 @@ def test_budgets_that_do_not_fit_are_rejected_and_the_engine_keeps_running(tiny_
         s.stop()
     with pytest.raises(ValueError, match="3 quotas for a model of 4 layers"):
         Session(replace(tiny_config, arena_split="layers", arena_budgets="8,4,4"))
+
+
+def test_the_adaptive_tier_fills_each_layer_up_to_its_quota(tiny_config, run):
+    quotas = [7, 3, 4, 2]
+    snap = run(replace(tiny_config, cpu_pool=True, adapt_every=4, arena_split="layers",
+                       arena_budgets=",".join(map(str, quotas))), 60)
+    assert [row["resident"] for row in snap["layers"]] == quotas

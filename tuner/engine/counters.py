@@ -74,7 +74,7 @@ DERIVED: tuple[Column, ...] = (
            "shared arena)"),
     Column("slot_gain", "%", "hit rate the layer would gain with one slot more than its quota "
            "(or than its resident experts, with one shared arena): its routings of the window "
-           "replayed through LRU at both sizes (window)"),
+           "replayed through LRU at both sizes (window, redone each quarter window)"),
     Column("cpu_fraction", "%", "cpu_experts / (cpu_experts + link_experts)"),
     *(Column(f"{p}_pct", "%", f"{p} predictor: routed experts named / routed experts scored "
              "(- where nothing was scored)") for p in PREDICTORS),
