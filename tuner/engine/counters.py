@@ -116,8 +116,8 @@ class Counters:
             self._seconds += seconds
             if tokens:
                 self._ring.append((self._cum.copy(), self._tokens, self._seconds))
-                # a token that failed part way left its first layers: keep the last whole one
-                self._routes.append(self.cur_routes[-self.layers:])
+                if len(self.cur_routes) >= self.layers:  # a failed token left only a part
+                    self._routes.append(self.cur_routes[-self.layers:])
         self.cur[:] = 0
         self.cur_routes = []
 

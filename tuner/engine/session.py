@@ -309,14 +309,16 @@ class Session:
                                 timeout)
             return self.tokens >= n
 
-    def _slot_gains(self, counters, sizes: list[int]) -> list[float | None]:
-        """Per layer, the hit rate one more slot than `sizes` would add over the window
-        (percentage points). The replay costs about 0.2 ms per layer and window of 64
-        tokens, so it is redone only once a quarter of the window is new (or the sizes
-        changed), not for every snapshot of every token."""
+    def _slot_gains(self, counters, quotas: list[int] | None, resident: list[int]
+                    ) -> list[float | None]:
+        """Per layer, the hit rate one slot more than its quota (or than its resident
+        experts) would add over the window, in percentage points. The replay costs about
+        0.2 ms per layer and window of 64 tokens, so it is redone only once a quarter of
+        the window is new or the quotas changed, not for every snapshot of every token."""
         step = max(1, self.cfg.window // 4)
-        key = (id(counters), counters.tokens // step, tuple(sizes))  # before the routings
-        if self._gains[0] != key:
+        key = (id(counters), counters.tokens // step, quotas and tuple(quotas))
+        if self._gains[0] != key:  # the key is read before the routings: never newer
+            sizes = quotas or resident
             per_layer = by_layer(counters.window_routes(), len(sizes))
             lookups = [sum(len(ids) for ids in r) for r in per_layer]
             gains = slot_gains(per_layer, sizes)
@@ -336,7 +338,7 @@ class Session:
         cum, tokens, secs = c.read(False)
         win, wtok, wsecs = c.read(True)
         quota = eng.slots.quotas
-        gain = self._slot_gains(c, quota or resident)
+        gain = self._slot_gains(c, quota, resident)
         return {
             "schema": SCHEMA,
             "seq": seq,
