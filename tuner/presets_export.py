@@ -135,10 +135,13 @@ def model_shape(settings: Settings, model: str | None) -> tuple[str, ModelConfig
 
 def to_llama_cpp(preset: Preset, model: str | None = None) -> str:
     s = preset.settings()
-    name, mc = model_shape(s, model)
-    L, E = mc.num_layers, mc.num_experts
-    slots = arena_slots(s.expert_cache, L, E)
-    quotas = quotas_for(s.arena_split, s.arena_budgets, L, slots)
+    try:
+        name, mc = model_shape(s, model)
+        L, E = mc.num_layers, mc.num_experts
+        slots = arena_slots(s.expert_cache, L, E)
+        quotas = quotas_for(s.arena_split, s.arena_budgets, L, slots)
+    except (OSError, ValueError) as err:  # no model there, or budgets of another model
+        raise PresetError(preset.name, f"cannot be placed on that model: {err}") from None
     whole = min(L, slots // E)
     notes = [f"llama.cpp flags closest to tuner preset '{preset.name}' on {name} ({L} layers x "
              f"{E} experts, top-{mc.top_k}); append them to `llama-server -m MODEL.gguf`.",

@@ -112,3 +112,11 @@ def test_llama_cpp_of_one_shared_arena_is_n_cpu_moe(capsys, tiny_model):
     Store().save("tiny-small", settings.validate({"expert_cache": 8}))
     _, flags = llama(capsys, "tiny-small", "--model", str(tiny_model))
     assert "--cpu-moe" in flags.split()  # 8 slots: not one whole layer of 16
+
+
+def test_llama_cpp_of_budgets_for_another_model_is_refused(capsys, tiny_model):
+    Store().save("demo-split", settings.validate({"arena_split": "layers",
+                                                  "arena_budgets": "13," * 15 + "10"}))
+    assert main(["presets", "export", "demo-split", "--format", "llama.cpp", "--model",
+                 str(tiny_model)]) == 2
+    assert "16 quotas for a model of 4 layers" in capsys.readouterr().err
