@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "tuner.commands.ab",
     "tuner.commands.trace",
     "tuner.commands.replay",
+    "tuner.commands.budgets",
     "tuner.commands.serve",
     "tuner.commands.presets",
     "tuner.commands.tui",

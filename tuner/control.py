@@ -17,12 +17,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tuner.ab_job import ABRunner
 from tuner.engine.model import ModelConfig, ModelError
 from tuner.engine.session import Session
+from tuner.engine.trace_format import Trace
 from tuner.knobs import KNOBS, config_dict
 from tuner.presets import Preset, Store, knob_diff
 from tuner.settings import Settings, SettingsError, apply, to_config
+from tuner.traces.budgets import BudgetError, plan
 from tuner.traces.curve import LiveCurve
 
 # While a UI or the server shares the engine's process, a thread that wants the GIL waits
@@ -126,6 +130,29 @@ class Controller:
                                              f"which kept the previous settings: {rejected}"})
         self.settings = new
         return version
+
+    def window_budgets(self, weights: str = "hits", apply: bool = False) -> dict[str, Any]:
+        """Per-layer quotas for the running arena from the routings of the session's window
+        (and, for `weights` stall, the stall per miss it measured), checked by replaying
+        the window; with `apply`, runs them (arena_split = layers). Raises SettingsError."""
+        snap = self.session.snapshot()
+        routes = self.session.engine.counters.routings()[-self.session.cfg.window:]
+        if not len(routes):
+            raise SettingsError({"arena_budgets": "the window holds no routings yet; let the "
+                                                  "session decode some tokens first"})
+        window = snap["window"]["layers"]
+        meta = {"model": snap["model"]["name"], "num_experts": snap["model"]["experts"],
+                "layer_stall_ms": [r["stall_ms"] for r in window],
+                "layer_sync_misses": [r["sync_misses"] for r in window]}
+        trace = Trace(routes.astype(np.int32), meta)
+        try:
+            out = plan(trace, snap["arena"]["slots"], weights)
+        except BudgetError as err:
+            raise SettingsError({"arena_budgets": str(err)}) from None
+        if apply:
+            out["version"] = self.change({"arena_split": "layers", "arena_budgets": ",".join(
+                str(q) for q in out["quotas"])})
+        return out
 
     def state(self) -> dict[str, Any]:
         """Version and settings as the engine runs them, read together."""

@@ -6,6 +6,7 @@ clocks. There is one formatter: a figure reads the same wherever it is shown.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from tuner.engine.counters import COUNTERS, DERIVED, Column
 
@@ -64,3 +65,10 @@ def columns_of(column_set: str) -> tuple[Column, ...]:
     """The layer and the columns of `column_set` (a unit, or "all")."""
     return tuple(c for c in COLUMNS if c is LAYER or column_set in (ALL, c.unit))
 
+def budgets_line(out: dict[str, Any]) -> str:
+    """What applying window budgets did, in one line (the page and the terminal UI)."""
+    r = out["replay"]
+    return (f"settings v{out['version']}: quotas {', '.join(map(str, out['quotas']))} "
+            f"({out['weights']}); the window's {out['tokens']} tokens replayed hit "
+            f"{r['global']['hit_rate']} % in one shared arena, {r['even']['hit_rate']} % "
+            f"split evenly, {r['budgets']['hit_rate']} % with these quotas")

@@ -28,6 +28,8 @@ class Knob:
     unit: str = ""
     restart: bool = False  # True: changing it rebuilds the arena / model in place
     off: float | None = None  # a value below the range that switches the knob off
+    pattern: str | None = None  # a str knob's allowed values as a regular expression
+    pattern_words: str = ""  # the same in words, for error messages and help
 
     @property
     def kind(self) -> str:
@@ -47,6 +49,8 @@ class Knob:
         if self.off is not None:
             return (f"{_num(self.off)} (off) or {self.type.__name__} in "
                     f"[{_num(self.min)}, {_num(self.max)}]")
+        if self.pattern:
+            return self.pattern_words
         if self.min is not None and self.max is not None:
             return f"{self.type.__name__} in [{_num(self.min)}, {_num(self.max)}]"
         if self.min is not None:
@@ -113,6 +117,14 @@ KNOBS: tuple[Knob, ...] = (
     Knob("expert_cache", "STRATA_EXPERT_CACHE", int, 0,
          "arena slots (0 = 20 % of the model's layer-expert pairs)", "cache", S000, 0, 1 << 20,
          unit="slots", restart=True),
+    Knob("arena_split", "STRATA_ARENA_SPLIT", str, "global",
+         "global: one arena shared by all layers; layers: each layer has a slot quota "
+         "(arena_budgets) and evicts within it", "cache", S000, choices=("global", "layers")),
+    Knob("arena_budgets", "STRATA_ARENA_BUDGETS", str, "",
+         "slot quota of each layer with arena_split = layers, summing to the arena (empty = "
+         "an even split); `tuner budgets` computes them from hit curves", "cache", S000,
+         pattern=r"^(\d+(,\d+)*)?$",
+         pattern_words="comma-separated slot counts"),
     # io
     Knob("io_workers", "STRATA_IO_WORKERS", int, 8,
          "reader threads", "io", S000, 1, 64, unit="threads", restart=True),
@@ -216,6 +228,16 @@ Config = make_dataclass(
     frozen=True,
 )
 Config.__doc__ = "Validated knob values as the engine reads them (see tuner.settings)."
+
+
+def budget_list(text: str) -> list[int] | None:
+    """The quotas of an `arena_budgets` value, or None for an even split."""
+    return [int(t) for t in text.split(",")] if text else None
+
+
+def even_budgets(slots: int, layers: int) -> list[int]:
+    """`slots` shared as evenly as whole slots allow, the remainder to the first layers."""
+    return [slots // layers + (l < slots % layers) for l in range(layers)]
 
 
 def config_dict(cfg: Any) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tuner.knobs import BY_NAME, KNOBS, Config, Knob, lookup
+from tuner.knobs import BY_NAME, KNOBS, Config, Knob, budget_list, lookup
 
 
 class SettingsError(ValueError):
@@ -72,6 +72,8 @@ def _field_defs() -> dict[str, Any]:
     for k in KNOBS:
         numeric = k.type in (int, float) and k.off is None
         extra = {"ge": k.min, "le": k.max} if numeric else {}
+        if k.pattern:
+            extra["pattern"] = k.pattern
         defs[k.name] = (_annotation(k),
                         Field(k.default, alias=k.env, description=k.help, **extra))
     return defs
@@ -89,6 +91,12 @@ class _Base(BaseModel):
             raise ValueError(
                 f"io_urgent ({self.io_urgent}) must be less than io_workers "
                 f"({self.io_workers}): at least one reader must serve speculative reads"
+            )
+        budgets = budget_list(self.arena_budgets)
+        if budgets and self.expert_cache and sum(budgets) != self.expert_cache:
+            raise ValueError(
+                f"arena_budgets sum to {sum(budgets)} slots but expert_cache is "
+                f"{self.expert_cache}: the quotas share the arena, so they must sum to it"
             )
         return self
 
@@ -187,14 +195,18 @@ def validate(values: Mapping[str, Any]) -> Settings:
         raise SettingsError(_explain(err, values)) from None
 
 
-def env_values() -> dict[str, Any]:
-    """The knobs set in the environment (STRATA_* names), each parsed by `from_text`."""
+def env_values(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The knobs set in `environ` (the process environment when None) under their STRATA_*
+    names, each parsed by `from_text`: an env file read by `tuner presets import` goes
+    through exactly what the environment goes through."""
+    environ = os.environ if environ is None else environ
     envs = {k.env for k in KNOBS}
-    unknown = sorted(k for k in os.environ if k.startswith("STRATA_") and k not in envs)
+    unknown = sorted(k for k in environ if k.startswith("STRATA_") and k not in envs)
     if unknown:
         raise SettingsError({k: f"unknown environment knob {k!r}; see `tuner knobs`"
                              for k in unknown})
-    return from_texts(EnvLayer().model_dump(exclude_unset=True))
+    layer = EnvLayer.model_validate({k: v for k, v in environ.items() if k in envs})
+    return from_texts(layer.model_dump(exclude_unset=True))
 
 
 def from_texts(changes: Mapping[str, Any]) -> dict[str, Any]:

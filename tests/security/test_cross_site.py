@@ -43,7 +43,8 @@ def send(url: str, route, **headers) -> httpx.Response:
 @pytest.fixture
 def watched(live):
     """The live server with a user preset to delete, and a way to see that nothing moved."""
-    httpx.post(f"{live.url}/api/presets/mine", json={"description": ""}).raise_for_status()
+    httpx.post(f"{live.url}/api/presets/mine", json={"description": ""},
+               timeout=30).raise_for_status()
     before = (live.controller.state(), live.session.snapshot()["tokens"])
 
     def unchanged() -> None:

@@ -49,6 +49,10 @@ def test_precedence_preset_env_cli(monkeypatch):
     ({"decode_2q": "maybe"}, "decode_2q", "0 or 1"),
     ({"no_such_knob": 1}, "no_such_knob", "unknown knob"),
     ({"io_urgent": 8}, "settings", "io_urgent (8) must be less than io_workers (8)"),
+    ({"arena_split": "per-layer"}, "arena_split", "one of global, layers"),
+    ({"arena_budgets": "4, x"}, "arena_budgets", "comma-separated slot counts"),
+    ({"arena_budgets": "8,9", "expert_cache": 16}, "settings",
+     "arena_budgets sum to 17 slots but expert_cache is 16"),
 ])
 def test_bad_values_name_the_knob_and_what_is_allowed(changes, knob, fragment):
     current = settings.defaults()

@@ -431,3 +431,17 @@ async def test_log_lines_become_notifications_not_text_on_the_screen(embedded, c
         assert not any("HTTP Request" in n.message for n in app._notifications)
     out, err = capsys.readouterr()
     assert "HTTP Request" not in out + err
+async def test_the_palette_applies_budgets_from_the_window(embedded, controller):
+    await until(lambda: controller.session.tokens >= 8)
+    version = controller.version
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"apply per-layer budgets from the window (hits)")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await until(lambda: controller.version > version, pause=pilot.pause)
+        assert controller.settings.arena_split == "layers"
+        await until(lambda: any("with these quotas" in n.message for n in app._notifications),
+                    pause=pilot.pause)

@@ -183,3 +183,19 @@ async def test_the_embedded_app_shortens_the_gil_switch_interval_while_it_runs(e
         await pilot.pause()
         assert sys.getswitchinterval() == pytest.approx(GIL_SWITCH_S)
     assert sys.getswitchinterval() == before
+
+
+@pytest.mark.parametrize("kind", ["embedded", "remote"])
+async def test_window_budgets_are_applied(kind, request, controller):
+    backend = request.getfixturevalue(kind)
+    async with following(backend):
+        await until(lambda: controller.session.tokens >= 8)
+        out = await backend.window_budgets("hits")
+        assert out["version"] == controller.version and sum(out["quotas"]) == 16
+        assert controller.settings.arena_split == "layers"
+        assert controller.settings.arena_budgets == ",".join(map(str, out["quotas"]))
+        snap = await until(lambda: (s := backend.latest()) and
+                           s["settings_version"] == out["version"] and s)
+        assert [row["quota"] for row in snap["layers"]] == out["quotas"]
+        stall = await backend.window_budgets("stall")
+        assert stall["weights"] == "stall" and stall["version"] == out["version"] + 1

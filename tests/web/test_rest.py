@@ -188,3 +188,24 @@ def test_experts_and_curve(live):
     for policy in ("lru", "2q"):
         assert all(o >= p for o, p in zip(curve["hit_rate"]["opt"],
                                            curve["hit_rate"][policy]))
+def test_budgets_from_the_window(live):
+    session = live.controller.session
+    session.pause()
+    session.reset_counters()
+    assert session.wait_tokens(0)
+    r = httpx.post(f"{live.url}/api/budgets", json={})
+    assert r.status_code == 422
+    assert "the window holds no routings yet" in r.json()["detail"]["problems"]["arena_budgets"]
+    session.resume()
+    assert session.wait_tokens(10, timeout=30)
+    r = httpx.post(f"{live.url}/api/budgets", json={"weights": "hits"})
+    out = r.json()
+    assert r.status_code == 200 and sum(out["quotas"]) == 16 and "version" not in out
+    assert out["replay"]["budgets"]["hits"] >= out["replay"]["even"]["hits"]
+    assert live.controller.settings.arena_split == "global"  # computed, not applied
+    assert httpx.post(f"{live.url}/api/budgets", json={"weights": "most"}).status_code == 422
+    r = httpx.post(f"{live.url}/ui/budgets", headers=live.page_headers, data={"weights": "hits"})
+    assert r.status_code == 200 and "settings v" in r.text and "with these quotas" in r.text
+    settings = live.controller.settings
+    assert settings.arena_split == "layers" and sum(map(int, settings.arena_budgets.split(
+        ","))) == 16

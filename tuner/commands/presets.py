@@ -1,14 +1,18 @@
-"""`tuner presets`: list, show, diff and save presets offline; apply one to a running server."""
+"""`tuner presets`: list, show, diff, save, export and import presets offline; apply one to a
+running server."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from tuner.cli import add_knob_flags, print_json, settings_from_args
 from tuner.presets import PresetExists, Store, knob_diff
+from tuner.presets_export import FORMATS, ImportProblems, export, import_file
 from tuner.settings import defaults
 
 
@@ -40,6 +44,23 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "name (shipped presets are never replaced)")
     add_knob_flags(a)
     a.set_defaults(func=save)
+
+    a = actions.add_parser("export", help="write a preset as STRATA_* env lines, JSON, or "
+                                          "the closest llama.cpp expert-offload flags")
+    a.add_argument("name")
+    a.add_argument("--format", choices=FORMATS, default="env")
+    a.add_argument("-o", "--out", type=Path, help="file to write (default: standard output)")
+    a.add_argument("--model", help="llama.cpp: the model folder whose layers and experts the "
+                   "flags are for (default: the preset's model, else the demo model)")
+    a.set_defaults(func=export_preset)
+
+    a = actions.add_parser("import", help="read an env file of STRATA_* lines as a user preset")
+    a.add_argument("file", type=Path)
+    a.add_argument("--name", help="preset name (default: the file's name without extension)")
+    a.add_argument("--description", default="")
+    a.add_argument("--overwrite", action="store_true", help="replace a user preset of that "
+                   "name")
+    a.set_defaults(func=import_preset)
 
     a = actions.add_parser("apply", help="apply a preset to a running `tuner serve`")
     a.add_argument("name")
@@ -90,6 +111,26 @@ def save(args: argparse.Namespace) -> int:
     except PresetExists as err:
         raise SystemExit(f"tuner presets save: {err} (--overwrite)") from None
     print(f"saved {preset.path}")
+    return 0
+
+
+def export_preset(args: argparse.Namespace) -> int:
+    text = export(Store().get(args.name), args.format, args.model)
+    if args.out:
+        args.out.write_text(text)
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def import_preset(args: argparse.Namespace) -> int:
+    try:
+        preset = import_file(Store(), args.file, args.name, args.description, args.overwrite)
+    except ImportProblems as err:
+        print(f"tuner presets import: {err}", file=sys.stderr)
+        return 2
+    print(f"saved {preset.path} ({len(preset.knobs)} knobs)")
     return 0
 
 

@@ -11,6 +11,9 @@ from tuner.cli import int_list, print_json
 from tuner.commands.trace import reporting_trace_errors
 from tuner.engine import trace_format
 from tuner.engine.trace_format import Trace, TraceError
+from tuner.knobs import even_budgets
+from tuner.traces import budgets
+from tuner.traces.budgets import EVEN, BudgetError, quotas_for_trace
 from tuner.traces.replay import POLICY_NAMES, replay, report, sweep, sweep_report, sweep_sizes
 
 
@@ -27,12 +30,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "sizes around --slots and the hits each added slot buys")
     p.add_argument("--sizes", type=int_list("arena sizes", 1),
                    help="the sweep's arena sizes, e.g. 64,128,256 (implies --sweep)")
+    p.add_argument("--budgets", metavar="FILE", help="per-layer quotas (arena_split = layers): "
+                   f"a budgets file from `tuner budgets -o`, or '{EVEN}' for an even split")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=main)
 
 
 def _slots(args: argparse.Namespace, trace: Trace) -> int:
-    slots = args.slots if args.slots is not None else trace.meta.get("arena_slots")
+    slots = args.slots
+    if slots is None and args.budgets and args.budgets != EVEN:  # the arena they were made for
+        slots = budgets.load(Path(args.budgets)).get("slots")
+    if slots is None:
+        slots = trace.meta.get("arena_slots")
     if slots is None:
         raise TraceError(f"{args.file}: the trace does not say its arena size; give --slots")
     if slots < 1:
@@ -40,15 +49,26 @@ def _slots(args: argparse.Namespace, trace: Trace) -> int:
     return slots
 
 
+def _quotas(args: argparse.Namespace, trace: Trace, slots: int) -> list[int] | None:
+    if args.budgets is None:
+        return None
+    if args.budgets == EVEN:
+        return even_budgets(slots, trace.layers)
+    return quotas_for_trace(budgets.load(Path(args.budgets)), trace, slots, args.budgets)
+
+
 @reporting_trace_errors
 def main(args: argparse.Namespace) -> int:
     trace = trace_format.load(args.file)
     sweeping = bool(args.sweep or args.sizes)
+    if sweeping and args.budgets:
+        raise BudgetError("--budgets fix the arena size, so they do not go with --sweep")
     if sweeping:
         sizes = args.sizes or sweep_sizes(_slots(args, trace), trace)
         out = sweep_report(sweep(trace, args.policy, sizes), trace)
     else:
-        out = report(replay(trace, args.policy, _slots(args, trace)), trace)
+        slots = _slots(args, trace)
+        out = report(replay(trace, args.policy, slots, _quotas(args, trace, slots)), trace)
     if args.json:
         print_json(out)
     else:
@@ -64,13 +84,16 @@ def _print_replay(out: dict) -> None:
     t = out["totals"]
     per_token = (f", {t['bytes_per_token']} bytes/token" if t["bytes_per_token"] is not None
                  else "")
-    print(f"{_head(out)}, arena {out['slots']} slots: {t['hits']} hits, {t['misses']} misses "
-          f"of {t['lookups']} lookups (hit rate {t['hit_rate']} %, {t['misses_per_token']} "
-          f"misses/token{per_token})")
-    print(f"{'layer':>5} {'lookups':>9} {'hits':>9} {'misses':>9} {'hit%':>6}")
-    for r in out["layers"] + [{**t, "layer": "all"}]:
+    split = ", per-layer quotas" if out["split"] == "layers" else ""
+    print(f"{_head(out)}, arena {out['slots']} slots{split}: {t['hits']} hits, "
+          f"{t['misses']} misses of {t['lookups']} lookups (hit rate {t['hit_rate']} %, "
+          f"{t['misses_per_token']} misses/token{per_token})")
+    print(f"{'layer':>5} {'quota':>6} {'lookups':>9} {'hits':>9} {'misses':>9} {'hit%':>6}")
+    for r in out["layers"] + [{**t, "layer": "all", "quota": out["slots"]}]:
         rate = "-" if r["hit_rate"] is None else f"{r['hit_rate']:.1f}"
-        print(f"{r['layer']:>5} {r['lookups']:>9} {r['hits']:>9} {r['misses']:>9} {rate:>6}")
+        quota = "-" if r["quota"] is None else r["quota"]
+        print(f"{r['layer']:>5} {quota:>6} {r['lookups']:>9} {r['hits']:>9} {r['misses']:>9} "
+              f"{rate:>6}")
     for note in out["notes"]:
         print(f"note: {note}")
 

@@ -11,6 +11,7 @@ from tuner.cli import add_knob_flags, engine_settings, int_list, print_json
 from tuner.engine import trace_format
 from tuner.engine.trace_format import TraceError
 from tuner.settings import to_config
+from tuner.traces.budgets import BudgetError
 from tuner.traces.importers import (
     FORMATS,
     PHASES,
@@ -25,13 +26,14 @@ from tuner.traces.stats import trace_stats
 
 
 def reporting_trace_errors(func):
-    """A bad trace or source is the user's input: one line on stderr, exit status 2."""
+    """A bad trace, source or budgets file is the user's input: one line on stderr, exit
+    status 2."""
 
     @functools.wraps(func)
     def wrapper(args: argparse.Namespace) -> int:
         try:
             return func(args)
-        except TraceError as err:
+        except (TraceError, BudgetError) as err:
             print(f"tuner: {err}", file=sys.stderr)
             return 2
 

@@ -105,13 +105,14 @@ def _marker(mask: np.ndarray, stale_rows: set[int]) -> Callable[[Key, bool], Non
 
 class Arena:
     def __init__(self, ckpt: Checkpoint, slots: int, policy: str, device: torch.device, cfg,
-                 clock, check: Callable[[Read], str | None] | None = None,
+                 clock, quotas: list[int] | None = None,
+                 check: Callable[[Read], str | None] | None = None,
                  hurry: threading.Event | None = None):
         mc = ckpt.config
         L, E, K = mc.num_layers, mc.num_experts, mc.top_k
         self.layout, self.device, self.clock = ckpt.layout, device, clock
         self.cuda = device.type == "cuda"
-        self.slots = SlotMap(slots, policy)
+        self.slots = SlotMap(slots, policy, quotas)
         self.n = slots
         self.bypass = list(range(slots, slots + K))
         # padding bytes stay zero, so a row compares equal to the checkpoint's bytes

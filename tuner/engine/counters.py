@@ -76,6 +76,11 @@ DERIVED: tuple[Column, ...] = (
     Column("hit_rate", "%", "hits / lookups"),
     Column("resident", "experts", "experts of this layer resident now (not windowed)"),
     Column("residency", "%", "resident / experts per layer (not windowed)"),
+    Column("quota", "experts", "slots the layer may hold with arena_split = layers (- with one "
+           "shared arena)"),
+    Column("slot_gain", "%", "hit rate the layer would gain with one slot more than its quota "
+           "(or than its resident experts, with one shared arena): its routings of the window "
+           "replayed through LRU at both sizes (window, redone each quarter window)"),
     Column("cpu_fraction", "%", "cpu_experts / (cpu_experts + link_experts)"),
     *(Column(f"{p}_pct", "%", f"{p} predictor: routed experts named / routed experts scored "
              "(- where nothing was scored)") for p in PREDICTORS),
@@ -162,6 +167,7 @@ class Counters:
             self._seconds = 0.0
             self._ring.clear()
             self._ring.append((self._cum.copy(), 0, 0.0))
+            self.per_expert.clear()
 
     def add(self, layer: int, name: str, value: float = 1.0) -> None:
         self.cur[layer, IDX[name]] += value
@@ -202,7 +208,8 @@ class Counters:
         with self._lock:
             return self.per_expert.routings()
 
-    def rows(self, counts: np.ndarray, tokens: int, resident: list[int]) -> list[dict]:
+    def rows(self, counts: np.ndarray, tokens: int, resident: list[int],
+             quota: list[int] | None, slot_gain: list[float | None]) -> list[dict]:
         out = []
         # Python floats: indexing a numpy array element by element costs more than the rest
         for layer, c in enumerate(counts.tolist()):
@@ -211,6 +218,8 @@ class Counters:
             row["hit_rate"] = _pct(c[IDX["hits"]], c[IDX["lookups"]])
             row["resident"] = resident[layer]
             row["residency"] = _pct(resident[layer], self.experts)
+            row["quota"] = None if quota is None else quota[layer]
+            row["slot_gain"] = slot_gain[layer]
             row["cpu_fraction"] = _pct(c[IDX["cpu_experts"]],
                                        c[IDX["cpu_experts"]] + c[IDX["link_experts"]])
             for p in PREDICTORS:

@@ -37,7 +37,7 @@ from tuner.engine.model import Decoder, compute_dtype, experts_out
 from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
 from tuner.engine.routing_source import open_routing
-from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT
+from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT, quotas_for
 from tuner.engine.speculate import Speculator
 from tuner.engine.tiers import HostCopy, Sites, Tier
 from tuner.engine.verify import Verifier
@@ -102,8 +102,10 @@ class Engine:
         self.clock = clock_for(device, self.counters)
         self.hurry = threading.Event()  # set: emulated bandwidths stop pacing (see store)
         self.check = Verifier(ckpt, cfg.verify_reads).check if cfg.verify_reads else None
-        self.arena = Arena(ckpt, arena_slots(cfg.expert_cache, L, E), policy_name(cfg.decode_2q),
-                           device, cfg, self.clock, check=self.check, hurry=self.hurry)
+        n = arena_slots(cfg.expert_cache, L, E)
+        quotas = quotas_for(cfg.arena_split, cfg.arena_budgets, L, n)  # before any thread
+        self.arena = Arena(ckpt, n, policy_name(cfg.decode_2q), device, cfg, self.clock,
+                           quotas=quotas, check=self.check, hurry=self.hurry)
         self.slots, self.pool = self.arena.slots, self.arena.pool
         self.spec = Speculator(self.arena, self.counters, L)
         self.prev_sel: list[list[int] | None] = [None] * L
@@ -116,7 +118,10 @@ class Engine:
 
     # -- settings ----------------------------------------------------------------------
     def apply_live(self, cfg) -> None:
-        """Takes the live knobs of `cfg` (called between tokens only)."""
+        """Takes the live knobs of `cfg` (called between tokens only); raises ValueError,
+        having changed nothing, when they do not fit this model and arena."""
+        quotas = quotas_for(cfg.arena_split, cfg.arena_budgets, self.mc.num_layers,
+                            self.slots.n)
         if cfg.cpu_pool and self.sites is None:
             self.drain()  # no speculation in flight once misses stop streaming
             self.sites = Sites(self.arena, HostCopy(self.ckpt, pin=self.cuda, check=self.check),
@@ -128,6 +133,7 @@ class Engine:
             self.sites.link_line.gbps = cfg.link_gbps
             self.sites.cpu_line.gbps = cfg.cpu_gbps
         self.slots.set_policy(policy_name(cfg.decode_2q))
+        self.slots.quotas = quotas
         self.use_residency = cfg.moce_bonus > 0 or cfg.moce_bonus_r1 > 0
         self.adapt_fetch = cfg.cpu_pool and cfg.adapt_fetch > 0 and cfg.pcie_frac > 0
 
@@ -147,6 +153,8 @@ class Engine:
         if cfg.cpu_pool and not cfg.adapt_every and not self.adapt_fetch:
             out.append("with cpu_pool the arena changes only by the adaptive tier "
                        "(adapt_every) and adapt-fetch; both are off")
+        if cfg.arena_budgets and cfg.arena_split != "layers":
+            out.append("arena_budgets act only with arena_split = layers")
         if cfg.moce_protect > self.mc.top_k:
             out.append(f"moce_protect {cfg.moce_protect} acts as {self.mc.top_k} (top-k)")
         if self.routing is not None:

@@ -35,6 +35,13 @@ class ExpertLog:
         self._resident: tuple[np.ndarray, int] | None = None
         self.wants_residency = False
 
+    def clear(self) -> None:
+        """Back to no tokens (a counter reset; the caller holds the counters' lock)."""
+        self._cum[:] = 0
+        self._win[:] = 0
+        self._log.clear()
+        self._tokens = 0
+
     def fold(self) -> None:
         """Adds this token's routing (the caller holds the counters' lock)."""
         sel, miss = self.sel.copy(), self.miss.copy()

@@ -6,6 +6,11 @@ live engine. States:
 * RESIDENT: published; the router sees the expert as resident.
 * SPEC: a speculative read targets this slot; invisible to the router, never a victim.
 * LIMBO: retired unused speculation waiting for its deterministic release; never a victim.
+
+With per-layer quotas (`arena_split = layers`) a layer under its quota takes a free slot
+(or, after the quotas changed, a slot of a layer over its own), and a layer at its quota
+evicts one of its own slots, speculation included: each layer is then a cache of its own,
+so a replay of one layer's routings alone gives the hits it gets in the shared map.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from tuner.engine.policies import POLICIES
+from tuner.knobs import budget_list, even_budgets
 
 FREE, RESIDENT, SPEC, LIMBO = "free", "resident", "spec", "limbo"
 HIT, CLAIMED_SPEC, MISS, BYPASS = "hit", "spec", "miss", "bypass"
@@ -28,10 +34,29 @@ class Claim(NamedTuple):
 
     kind: str
     slot: int | None
+def check_quotas(quotas: list[int], layers: int, slots: int, where: str) -> None:
+    """Raises ValueError naming what is wrong with per-layer quotas for this arena."""
+    if len(quotas) != layers:
+        raise ValueError(f"{where}: {len(quotas)} quotas for a model of {layers} layers; "
+                         f"give one slot count per layer, layers 0..{layers - 1}")
+    if any(q < 0 for q in quotas):
+        raise ValueError(f"{where}: a quota is negative; quotas are slot counts >= 0")
+    if sum(quotas) != slots:
+        raise ValueError(f"{where}: the quotas sum to {sum(quotas)} slots but the arena has "
+                         f"{slots}; they share the arena, so they must sum to it")
+
+
+def quotas_for(split: str, budgets: str, layers: int, slots: int) -> list[int] | None:
+    """The quotas the `arena_split` and `arena_budgets` knobs give an arena, or None."""
+    if split != "layers":
+        return None
+    quotas = budget_list(budgets) or even_budgets(slots, layers)
+    check_quotas(quotas, layers, slots, "arena_budgets (STRATA_ARENA_BUDGETS)")
+    return quotas
 
 
 class SlotMap:
-    def __init__(self, n: int, policy: str = "lru"):
+    def __init__(self, n: int, policy: str = "lru", quotas: list[int] | None = None):
         self.n = n
         self.key: list[Key | None] = [None] * n
         self.state: list[str] = [FREE] * n
@@ -39,6 +64,8 @@ class SlotMap:
         self.free: deque[int] = deque(range(n))
         self.pinned: set[int] = set()
         self.resident_per_layer: Counter[int] = Counter()
+        self.held_per_layer: Counter[int] = Counter()  # slots of each layer, in any state
+        self.quotas = quotas  # slots per layer, or None: one arena for all layers
         self.evicted: list[Key] = []  # keys evicted by claim_layer, for the caller to count
         self.policy = POLICIES[policy]()
         # told (key, resident) whenever a key becomes or stops being resident
@@ -60,13 +87,28 @@ class SlotMap:
         slot = self.slot_of.get(key)
         return slot is not None and self.state[slot] == RESIDENT
 
-    def victim(self, avoid_layer: int | None = None) -> int | None:
-        """A free slot, else the policy's first eligible slot, else None."""
+    def victim(self, avoid_layer: int | None = None, layer: int | None = None) -> int | None:
+        """A free slot, else the policy's first eligible slot, else None. With quotas the
+        slot is for `layer` and comes from its quota (`avoid_layer` does not apply)."""
+        if self.quotas is not None and layer is not None:
+            return self._victim_within(layer)
         if self.free:
             return self.free[0]
+        return self._eligible(lambda l: avoid_layer is None or l != avoid_layer)
+
+    def _victim_within(self, layer: int) -> int | None:
+        if self.held_per_layer[layer] >= self.quotas[layer]:
+            return self._eligible(lambda l: l == layer)
+        if self.free:
+            return self.free[0]
+        over = {l for l, held in self.held_per_layer.items() if held > self.quotas[l]}
+        return self._eligible(over.__contains__)
+
+    def _eligible(self, layer_ok) -> int | None:
+        """The policy's first resident, unpinned slot whose layer passes `layer_ok`."""
         for slot in self.policy.victims():
             if (self.state[slot] == RESIDENT and slot not in self.pinned
-                    and (avoid_layer is None or self.key[slot][0] != avoid_layer)):
+                    and layer_ok(self.key[slot][0])):
                 return slot
         return None
 
@@ -96,7 +138,7 @@ class SlotMap:
             if not stream:
                 out[r] = Claim(MISS, None)
                 continue
-            slot = self.victim()
+            slot = self.victim(layer=layer)
             if slot is None:
                 out[r] = Claim(BYPASS, None)
                 continue
@@ -118,6 +160,7 @@ class SlotMap:
         self.key[slot] = key
         self.state[slot] = state
         self.slot_of[key] = slot
+        self.held_per_layer[key[0]] += 1
         if state == RESIDENT:
             self._resident(key, True)
         self.policy.insert(slot, speculative=state == SPEC)
@@ -150,6 +193,7 @@ class SlotMap:
             return None
         if self.state[slot] == RESIDENT:
             self._resident(key, False)
+        self.held_per_layer[key[0]] -= 1
         del self.slot_of[key]
         self.key[slot] = None
         self.state[slot] = FREE

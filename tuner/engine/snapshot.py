@@ -44,6 +44,7 @@ class Arena(TypedDict):
     slots: int
     policy: str
     bytes: int
+    split: Literal["global", "layers"]  # one arena, or a quota per layer (arena_split)
 
 
 class Text(TypedDict):

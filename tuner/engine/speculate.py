@@ -37,7 +37,7 @@ class Speculator:
                 continue
             if cfg.prefetch_max and issued >= cfg.prefetch_max:
                 break
-            slot = slots.victim(avoid_layer=target)
+            slot = slots.victim(avoid_layer=target, layer=target)
             if slot is None:
                 break
             evicted = slots.place(slot, key, SPEC)

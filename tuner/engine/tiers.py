@@ -33,6 +33,7 @@ from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.model import Weights, compute_dtype, experts_out
 from tuner.engine.slots import MISS, RESIDENT, SlotMap
 from tuner.engine.store import Read, ReadPool, Timeline
+from tuner.knobs import even_budgets
 
 READERS = 4  # threads filling the host copy
 
@@ -222,9 +223,13 @@ class Tier:
     def __init__(self, layers: int, experts: int, slots: SlotMap):
         self.counts = np.zeros((layers, experts))
         self.slots = slots
-        self.share = [slots.n // layers + (l < slots.n % layers) for l in range(layers)]
         self.admitted: set[int] = set()  # layers with an admission since the last round
         self._link_carry = 0.0  # the link share's rounding remainder, carried layer to layer
+
+    @property
+    def share(self) -> list[int]:
+        """Slots each layer may fill: its quota, or an even share of the arena."""
+        return self.slots.quotas or even_budgets(self.slots.n, len(self.counts))
 
     def observe(self, layer: int, sel: list[int], decay: float) -> None:
         row = self.counts[layer]
@@ -273,8 +278,8 @@ class Tier:
         """One tier round: (slot, new key, evicted key) moves, already applied to the slot
         map; the caller copies the bytes. Layers in order, most-routed first."""
         moves: list[tuple[int, tuple[int, int], tuple | None]] = []
-        slots = self.slots
-        for layer in range(len(self.share)):
+        slots, share = self.slots, self.share
+        for layer in range(len(share)):
             if skip_admitted and layer in self.admitted:
                 continue
             row = self.counts[layer]
@@ -282,7 +287,7 @@ class Tier:
             wanted = [e for e in np.argsort(-row, kind="stable").tolist()
                       if e not in resident and slots.find((layer, e)) is None and row[e] > 0]
             # fill the layer's free share first
-            while wanted and slots.free and slots.resident_per_layer[layer] < self.share[layer]:
+            while wanted and slots.free and slots.resident_per_layer[layer] < share[layer]:
                 slot, e = slots.free[0], wanted.pop(0)
                 moves.append((slot, (layer, e), slots.place(slot, (layer, e), RESIDENT)))
             by_count = sorted((row[e], e, s) for e, s in self._residents(layer))

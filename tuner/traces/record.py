@@ -36,6 +36,9 @@ def record(cfg: Config, tokens: int, logits: bool = False) -> tuple[Trace, dict]
         "arena_slots": eng.slots.n,
         "policy": eng.slots.policy.name,
         "sequence_starts": log.starts,
+        # what one miss cost at each layer while recording, for `tuner budgets --weights stall`
+        "layer_stall_ms": [row["stall_ms"] for row in snap["layers"]],
+        "layer_sync_misses": [row["sync_misses"] for row in snap["layers"]],
     }
     shape = (tokens, L, mc.num_experts)
     scores = [np.stack(log.logits).reshape(shape), np.stack(log.stale).reshape(shape)] \

@@ -1,6 +1,7 @@
 """Trace replay through the engine's own slot map and cache policies, with no compute.
 
-One arena shared by all layers; tokens in order, layers in order. Each routing is claimed
+One arena shared by all layers, or with per-layer quotas (`arena_split = layers`); tokens
+in order, layers in order. Each routing is claimed
 with `SlotMap.claim_layer`, the very call the live engine makes: wanted residents claimed
 and pinned first, then each miss takes a victim in rank order. Pins are released after
 each layer, as the engine does. With prefetch off and bonus 0 the live engine's hits and
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tuner.engine.policies import POLICIES
-from tuner.engine.slots import SlotMap
+from tuner.engine.slots import SlotMap, check_quotas
 from tuner.engine.trace_format import Trace
 from tuner.traces.belady import Belady, future_uses
 
@@ -28,20 +29,22 @@ class Replay:
     slots: int
     lookups: np.ndarray  # [L]
     hits: np.ndarray  # [L]
+    quotas: list[int] | None = None  # per-layer quotas, or None: one shared arena
 
     @property
     def misses(self) -> np.ndarray:
         return self.lookups - self.hits
 
 
-def _arena(policy: str, slots: int, rows: list[list[list[int]]]) -> tuple[SlotMap, Belady | None]:
+def _arena(policy: str, slots: int, rows: list[list[list[int]]], quotas: list[int] | None
+           ) -> tuple[SlotMap, Belady | None]:
     if policy not in POLICY_NAMES:
         raise ValueError(f"policy {policy!r}: expected one of {', '.join(POLICY_NAMES)}")
     if slots < 1:
         raise ValueError(f"slots = {slots}: the arena needs at least 1 slot")
     if policy != "opt":
-        return SlotMap(slots, policy), None
-    arena = SlotMap(slots)
+        return SlotMap(slots, policy, quotas), None
+    arena = SlotMap(slots, quotas=quotas)
     # The slot map builds online policies by name; the offline one needs the trace, so it
     # is handed in here, before any slot is used.
     arena.policy = oracle = Belady(arena.key, future_uses(rows))
@@ -49,10 +52,13 @@ def _arena(policy: str, slots: int, rows: list[list[list[int]]]) -> tuple[SlotMa
 
 
 def replay_rows(rows: list[list[list[int]]], layers: int, policy: str, slots: int,
-                counted_from: int = 0) -> Replay:
-    """Replays `rows` ([token][layer] -> expert ids, see Trace.rows); the tokens before
-    `counted_from` only warm the arena."""
-    arena, oracle = _arena(policy, slots, rows)
+                quotas: list[int] | None = None, counted_from: int = 0) -> Replay:
+    """Replays `rows` ([token][layer] -> expert ids, see Trace.rows), in one shared arena
+    or with `quotas` slots per layer (checked against the arena and the layers); the tokens
+    before `counted_from` only warm the arena."""
+    if quotas is not None:
+        check_quotas(quotas, layers, slots, "budgets")
+    arena, oracle = _arena(policy, slots, rows, quotas)
     lookups, hits = np.zeros(layers, dtype=np.int64), np.zeros(layers, dtype=np.int64)
     step = 0
     for t, token in enumerate(rows):
@@ -66,11 +72,11 @@ def replay_rows(rows: list[list[list[int]]], layers: int, policy: str, slots: in
                 lookups[layer] += len(ids)
                 hits[layer] += sum(kind == "hit" for kind, _ in plan)
             step += 1
-    return Replay(policy, slots, lookups, hits)
+    return Replay(policy, slots, lookups, hits, quotas)
 
 
-def replay(trace: Trace, policy: str, slots: int) -> Replay:
-    return replay_rows(trace.rows(), trace.layers, policy, slots)
+def replay(trace: Trace, policy: str, slots: int, quotas: list[int] | None = None) -> Replay:
+    return replay_rows(trace.rows(), trace.layers, policy, slots, quotas)
 
 
 def sweep(trace: Trace, policy: str, sizes: list[int]) -> list[Replay]:
@@ -91,7 +97,8 @@ def pct(num: float, den: float) -> float | None:
 def report(r: Replay, trace: Trace) -> dict:
     """Plain data: per layer and in totals, lookups, hits, misses."""
     layers = [{"layer": l, "lookups": int(r.lookups[l]), "hits": int(r.hits[l]),
-               "misses": int(r.misses[l]), "hit_rate": pct(r.hits[l], r.lookups[l])}
+               "misses": int(r.misses[l]), "hit_rate": pct(r.hits[l], r.lookups[l]),
+               "quota": None if r.quotas is None else r.quotas[l]}
               for l in range(len(r.lookups))]
     misses = int(r.misses.sum())
     totals = {"lookups": int(r.lookups.sum()), "hits": int(r.hits.sum()), "misses": misses,
@@ -99,7 +106,8 @@ def report(r: Replay, trace: Trace) -> dict:
               "misses_per_token": round(misses / trace.tokens, 3) if trace.tokens else None,
               "bytes_per_token": (round(misses * trace.expert_bytes / trace.tokens)
                                   if trace.tokens and trace.expert_bytes else None)}
-    return {"policy": r.policy, "slots": r.slots, "tokens": trace.tokens,
+    return {"policy": r.policy, "slots": r.slots, "split": "global" if r.quotas is None
+            else "layers", "tokens": trace.tokens,
             "model": trace.meta.get("model"), "layers": layers, "totals": totals,
             "notes": notes(trace)}
 

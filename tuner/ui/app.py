@@ -9,16 +9,17 @@ is what costs CPU, and in the embedded mode that CPU is the engine's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, TypeVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 
+from tuner.format import budgets_line
 from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
 from tuner.ui.backend import FAILED, Backend, BackendError, Failed, State
-from tuner.ui.commands import KeyCommands, KnobCommands, PresetCommands
+from tuner.ui.commands import BudgetCommands, KeyCommands, KnobCommands, PresetCommands
 from tuner.ui.history import History
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.screens.experts import ExpertsScreen
@@ -85,7 +86,7 @@ class TunerApp(App[int]):
                 tooltip="help: keys, headline figures and layer columns"),
         Binding("q", "quit", "Quit", tooltip="quit the terminal UI"),
     ]
-    COMMANDS = App.COMMANDS | {KeyCommands, KnobCommands, PresetCommands}
+    COMMANDS = App.COMMANDS | {KeyCommands, KnobCommands, PresetCommands, BudgetCommands}
 
     def __init__(self, backend: Backend, refresh_hz: float = DEFAULT_REFRESH_HZ):
         if not 0 < refresh_hz <= MAX_REFRESH_HZ:
@@ -159,10 +160,13 @@ class TunerApp(App[int]):
             self.notify(str(err), title=failed, severity="error", markup=False)
             return FAILED
 
-    async def _report(self, operation: Awaitable[None], done: str) -> None:
-        if await self.attempt(operation) is FAILED:
+    async def _report(self, operation: Awaitable[T], done: str | Callable[[T], str],
+                      title: str = "") -> None:
+        """Runs `operation`; notifies `done` (or what it makes of the result) or the error."""
+        result = await self.attempt(operation, f"{title} failed" if title else "")
+        if result is FAILED:
             return
-        self.notify(done, markup=False)
+        self.notify(done(result) if callable(done) else done, title=title, markup=False)
         self.repaint(force=True)
 
     def action_toggle_pause(self) -> None:
@@ -188,6 +192,10 @@ class TunerApp(App[int]):
         self.notify(f"applied {name}: settings v{state['version']}", title="preset",
                     markup=False)
         self.repaint(force=True)
+
+    def apply_budgets(self, weights: str) -> None:
+        self.run_worker(self._report(self.backend.window_budgets(weights), budgets_line,
+                                     "budgets"), group="apply")
 
     async def set_knob(self, name: str, value: Any) -> None:
         await self.switch_mode("knobs")

@@ -94,6 +94,12 @@ class Backend(ABC):
         """Zeroes the counters (cumulative and window)."""
 
     @abstractmethod
+    async def window_budgets(self, weights: str) -> dict[str, Any]:
+        """Computes per-layer quotas from the window's routings and applies them
+        (arena_split = layers); returns what `tuner budgets` prints plus the settings
+        `version`. Raises Rejected when the window is empty or the quotas do not fit."""
+
+    @abstractmethod
     async def presets(self) -> list[dict[str, Any]]:
         """Every preset: {name, shipped, meta, knobs, error}."""
 

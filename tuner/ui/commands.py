@@ -1,5 +1,5 @@
 """Command palette providers: every key of the app, every knob and every preset as a
-command.
+command, and per-layer budgets computed from the window.
 
 The app's keys (screens, pause, reset, help) are found by their names. A flag can be
 toggled and a choice picked from the palette; any knob can be jumped to in the form. Knob
@@ -68,6 +68,14 @@ class KnobCommands(_Commands):
                         yield (f"set {name} = {choice}", spec["help"],
                                partial(app.set_knob, name, choice))
             yield f"edit {name} (now {now!r})", spec["help"], partial(app.edit_knob, name)
+
+
+class BudgetCommands(_Commands):
+    def commands(self) -> Iterator[Command]:
+        for weights, what in (("hits", "the most hits"), ("stall", "the most stall saved")):
+            yield (f"apply per-layer budgets from the window ({weights})",
+                   f"quotas for {what}, from the hit curves of the window's routings; "
+                   "arena_split = layers", partial(self.app.apply_budgets, weights))
 
 
 class PresetCommands(_Commands):

@@ -74,6 +74,9 @@ class EmbeddedBackend(Backend):
     async def reset(self) -> None:
         self.session.reset_counters()
 
+    async def window_budgets(self, weights: str) -> dict[str, Any]:
+        return await self._call(self.controller.window_budgets, weights, True)
+
     async def presets(self) -> list[dict[str, Any]]:
         return await self._call(self.controller.store.list)
 

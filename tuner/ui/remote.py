@@ -151,6 +151,10 @@ class RemoteBackend(Backend):
     async def reset(self) -> None:
         await self._request("POST", "/api/session/reset")
 
+    async def window_budgets(self, weights: str) -> dict[str, Any]:
+        return await self._request("POST", "/api/budgets",
+                                   json={"weights": weights, "apply": True})
+
     async def presets(self) -> list[dict[str, Any]]:
         return await self._request("GET", "/api/presets")
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tuner.settings import Settings
+from tuner.traces.budgets import WEIGHTS
 from tuner.web.limits import MAX_BODY
 
 
@@ -71,6 +72,13 @@ class SaveRequest(BaseModel):
                                     "preset gets none, a replaced one keeps its own")
     overwrite: bool = Field(False, description="replace a user preset of that name (shipped "
                             "presets are never replaced)")
+
+
+class BudgetsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    weights: Literal[WEIGHTS] = Field("hits", description="hits: most hits; stall: "
+                                              "most stall saved, at the window's stall per miss")
+    apply: bool = Field(False, description="run the quotas (arena_split = layers)")
 
 
 class DiffRow(BaseModel):

@@ -14,7 +14,7 @@ from fastapi.templating import Jinja2Templates
 from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS, PAIRS, TOKENS
 from tuner.control import ApplyTimeout, Controller
 from tuner.engine.counters import HEADLINES
-from tuner.format import COLUMN_SETS
+from tuner.format import COLUMN_SETS, budgets_line
 from tuner.knobs import BY_NAME, GROUPS, KNOBS
 from tuner.presets import PresetError, PresetExists
 from tuner.settings import SettingsError, from_texts
@@ -127,6 +127,21 @@ def save_preset(values: FormDep, request: Request, controller: ControllerDep) ->
     except PresetError as err:
         return _presets_panel(request, controller, str(err), error=True)
     return _presets_panel(request, controller, f"saved the current settings as {preset.name}")
+
+
+@router.post("/ui/budgets", response_class=HTMLResponse)
+async def apply_budgets(values: FormDep, controller: ControllerDep,
+                        steering: SteeringDep) -> HTMLResponse:
+    """Per-layer quotas from the window, applied; answers what was applied and the window
+    replayed with and without them, or why nothing was."""
+    try:
+        out = await steering.run(controller.window_budgets, values.get("weights", "hits"),
+                                 True)
+    except SettingsError as err:
+        return _html(f'<span class="error">{escape("; ".join(err.problems.values()))}</span>')
+    except ApplyTimeout as err:
+        return _html(f'<span class="error">{escape(str(err))}</span>')
+    return _html(escape(budgets_line(out)))
 
 
 @router.get("/ui/presets/{name}/diff", response_class=HTMLResponse)

@@ -9,7 +9,13 @@ from fastapi import APIRouter, Body
 from tuner.knobs import KNOBS
 from tuner.settings import SettingsError
 from tuner.web.deps import ControllerDep, SteeringDep
-from tuner.web.schemas import BAD_SETTINGS, NOT_APPLIED, SettingsState, settings_patch_schema
+from tuner.web.schemas import (
+    BAD_SETTINGS,
+    NOT_APPLIED,
+    BudgetsRequest,
+    SettingsState,
+    settings_patch_schema,
+)
 
 router = APIRouter(prefix="/api", tags=["settings"])
 
@@ -39,3 +45,13 @@ async def change(controller: ControllerDep, steering: SteeringDep,
                                          f"got {type(changes).__name__}"})
     await steering.run(controller.change, changes)
     return controller.state()
+
+
+@router.post("/budgets", responses={**BAD_SETTINGS, **NOT_APPLIED})
+async def budgets(controller: ControllerDep, steering: SteeringDep,
+                  request: BudgetsRequest) -> dict[str, Any]:
+    """Per-layer quotas for the running arena from the hit curves of the window's routings
+    (as `tuner budgets` computes them from a trace), with the window replayed in one shared
+    LRU arena, an even split and these quotas; `apply` runs them (arena_split = layers) and
+    adds the settings `version`."""
+    return await steering.run(controller.window_budgets, request.weights, request.apply)
