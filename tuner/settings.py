@@ -30,6 +30,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tuner.engine.workload import WorkloadError
+from tuner.engine.workload import check as check_workload
 from tuner.knobs import BY_NAME, KNOBS, Config, Knob, lookup
 
 
@@ -90,6 +92,10 @@ class _Base(BaseModel):
                 f"io_urgent ({self.io_urgent}) must be less than io_workers "
                 f"({self.io_workers}): at least one reader must serve speculative reads"
             )
+        try:
+            check_workload(self.workload)
+        except WorkloadError as err:
+            raise ValueError(str(err)) from None
         return self
 
 

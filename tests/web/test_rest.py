@@ -172,7 +172,7 @@ def test_experts_and_curve(live):
         assert time.monotonic() < deadline, "no residency map"
         time.sleep(0.05)
     snap = httpx.get(f"{live.url}/api/snapshot").json()
-    assert [sum(row) for row in data["routings"]] == [r["lookups"] for r in
+    assert [sum(row) for row in data["routings"]] == [r["routings"] for r in
                                                       snap["window"]["layers"]]
     assert [sum(row) for row in data["resident"]] == [r["resident"] for r in snap["layers"]]
     whole = httpx.get(f"{live.url}/api/experts", params={"view": "cumulative"}).json()

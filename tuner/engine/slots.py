@@ -40,6 +40,9 @@ class SlotMap:
         self.pinned: set[int] = set()
         self.resident_per_layer: Counter[int] = Counter()
         self.evicted: list[Key] = []  # keys evicted by claim_layer, for the caller to count
+        # prefill's prompt-hot set: victims come from outside it first (seed 000 section 3)
+        self.protected: set[Key] = set()
+        self.hot_fallbacks = 0  # victims taken from the protected set, none being left
         self.policy = POLICIES[policy]()
         # told (key, resident) whenever a key becomes or stops being resident
         self.on_resident: Callable[[Key, bool], None] | None = None
@@ -61,13 +64,18 @@ class SlotMap:
         return slot is not None and self.state[slot] == RESIDENT
 
     def victim(self, avoid_layer: int | None = None) -> int | None:
-        """A free slot, else the policy's first eligible slot, else None."""
+        """A free slot, else the policy's first eligible slot, else None. With a protected
+        set the search makes two passes: first outside the set, then falling back to it."""
         if self.free:
             return self.free[0]
-        for slot in self.policy.victims():
-            if (self.state[slot] == RESIDENT and slot not in self.pinned
-                    and (avoid_layer is None or self.key[slot][0] != avoid_layer)):
-                return slot
+        for guard in ((self.protected, set()) if self.protected else (set(),)):
+            for slot in self.policy.victims():
+                if (self.state[slot] == RESIDENT and slot not in self.pinned
+                        and (avoid_layer is None or self.key[slot][0] != avoid_layer)
+                        and self.key[slot] not in guard):
+                    if self.key[slot] in self.protected:
+                        self.hot_fallbacks += 1
+                    return slot
         return None
 
     def claim_layer(self, layer: int, experts: list[int], stream: bool = True) -> list[Claim]:
