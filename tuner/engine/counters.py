@@ -149,6 +149,11 @@ HEADLINES: tuple[Headline, ...] = (
 )
 
 
+# The figures each UI shows per phase (prefill, decode), from the phases' totals.
+PHASE_FIGURES = ("tokens", "ms_per_token", "tok_s", "hit_rate", "sync_misses_per_token",
+                 "bytes_per_token", "prompts", "ttft_ms")
+
+
 def _pct(num: float, den: float) -> float | None:
     return round(100.0 * float(num) / float(den), 2) if den else None
 
