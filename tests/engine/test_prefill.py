@@ -56,7 +56,7 @@ def test_a_batched_prompt_reads_each_expert_once_per_layer(tiny_config):
     assert pre["tokens"] == len(PROMPT) and pre["prompts"] == 1
     assert pre["routings"] == len(PROMPT) * 4 * 4  # every token's top-4 in 4 layers
     assert pre["lookups"] == pre["prompt_streamed"] + pre["prompt_through"] <= 4 * 16
-    assert pre["ttft_ms"] == pytest.approx(1000 * pre["seconds"], abs=0.01)
+    assert pre["ttft_ms"] == pytest.approx(1000 * pre["seconds"], abs=0.1)
     assert snap["phases"]["decode"]["tokens"] == 0
 
 

@@ -127,6 +127,9 @@ def test_metrics_has_every_counter_per_layer(live):
                   if ln.startswith("tuner_layer_lookups_total{"))
     assert lookups > 0
     assert "tuner_settings_version 1" in lines
+    for name in ("tuner_phase_routings_total", "tuner_phase_tokens"):  # per phase too
+        assert {ln.split("{")[1].split("}")[0] for ln in lines if ln.startswith(name + "{")} \
+            == {'phase="prefill"', 'phase="decode"'}
 
 
 def test_token_is_required_everywhere(controller):

@@ -132,7 +132,7 @@ def prefill(cfg: Config, prompt: int = 256, rounds: int = 2) -> dict:
                 runs[batched].append(session.snapshot()["phases"]["prefill"]["ms_per_token"])
             finally:
                 session.engine.close()
-    b, t = statistics.median(runs[True]), statistics.median(runs[False])
+    b, t = (round(statistics.median(runs[x]), 3) for x in (True, False))
     return {"prompt_tokens": prompt, "batched_ms_per_token": b, "per_token_ms_per_token": t,
             "batched_ttft_ms": round(b * prompt, 1), "per_token_ttft_ms": round(t * prompt, 1),
             "speedup": _ratio(t, b), "rounds": rounds, "batched_runs": runs[True],
