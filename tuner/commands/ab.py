@@ -6,11 +6,11 @@ import argparse
 import sys
 
 from tuner.cli import add_knob_flags, engine_settings, print_json
-from tuner.settings import SettingsError, apply
 from tuner.engine.workload import NAMES, WorkloadError
 from tuner.measure.ab import arm_settings, run_ab
-from tuner.measure.rules import RULESETS
 from tuner.measure.report import knob_change, result_lines
+from tuner.measure.rules import RULESETS
+from tuner.settings import SettingsError, apply
 
 
 def register(sub: argparse._SubParsersAction) -> None:

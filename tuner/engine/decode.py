@@ -36,8 +36,8 @@ from tuner.engine.counters import Counters
 from tuner.engine.model import Decoder, compute_dtype, experts_out
 from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
-from tuner.engine.routing_source import open_routing
 from tuner.engine.prefill import PROMPT_BATCH, prefill
+from tuner.engine.routing_source import open_routing
 from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT, RESIDENT
 from tuner.engine.speculate import Speculator
 from tuner.engine.tiers import HostCopy, Sites, Tier

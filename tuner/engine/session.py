@@ -348,7 +348,7 @@ class Session:
     def _token(self, budget: int | None = None) -> int:
         """One step: the waiting prompt tokens (up to `budget`) prefilled together, or one
         token generated; returns the tokens it ran."""
-        eng, cfg = self.engine, self.cfg
+        eng = self.engine
         # Driven by a trace, conversations start where the trace's sequences do; a
         # sequence longer than the context restarts the model's text only.
         sequence = eng.routing.sequence_start if eng.routing else None

@@ -4,8 +4,8 @@ Per-layer counts (`COUNTERS`) become counters `tuner_layer_<name>_total{layer="i
 derived per-layer figures (`DERIVED`) become gauges; the headline figures (`HEADLINES`,
 the ones the page charts and the terminal leads with) become gauges
 `tuner_<name>{span="window"|"cumulative"}`; each phase's sums of the counts and its
-`PHASE_FIGURES` carry a `phase="prefill"|"decode"` label. Counts restart from zero when the counters are
-reset, which Prometheus treats as a counter reset.
+`PHASE_FIGURES` carry a `phase="prefill"|"decode"` label. Counts restart from zero when
+the counters are reset, which Prometheus treats as a counter reset.
 """
 
 from __future__ import annotations
