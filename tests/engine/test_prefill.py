@@ -127,3 +127,24 @@ def test_adapt_overlap_turns_adapt_fetch_off_with_a_note(tiny_config):
     assert not s.engine.adapt_fetch and snap["totals"]["admissions"] == 0
     assert any(n.startswith("adapt_fetch is off: adapt_overlap = 1") for n in snap["notes"])
     assert any(n.startswith("prompts run token by token") for n in snap["notes"])
+
+
+def test_decode_from_the_same_kv_cache_is_bit_identical_after_either_prefill(small_model):
+    """What differs between the paths is the KV cache's last bits: decode from the same cache
+    gives the same bits whichever path filled it and whatever the arena holds."""
+    cfg = Config(model=str(small_model), expert_cache=6, io_workers=2, io_urgent=1,
+                 temperature=0.0)
+    sessions = [Session(replace(cfg, prefill=batched), prompt_ids=PROMPT)
+                for batched in (True, False)]
+    for s in sessions:
+        s.run(len(PROMPT))
+    batched, per_token = sessions
+    assert not torch.equal(batched.engine.dec.k_cache, per_token.engine.dec.k_cache)
+    per_token.engine.dec.k_cache.copy_(batched.engine.dec.k_cache)
+    per_token.engine.dec.v_cache.copy_(batched.engine.dec.v_cache)
+    per_token._logits = batched._logits
+    for s in sessions:
+        s.run(8)
+        s.engine.close()
+    assert list(batched.output_ids) == list(per_token.output_ids)
+    assert torch.equal(batched._logits, per_token._logits)
