@@ -96,16 +96,16 @@ def status_html(snapshot: dict[str, Any], view: str) -> str:
 
 
 def phases_html(snapshot: dict[str, Any]) -> str:
-    """Prefill and decode side by side, cumulative: each its own profile."""
-    cols = [TOTAL_BY_NAME[key] for key in PHASE_FIGURES]
-    head = "".join(f'<th title="{escape(c.help)}">{escape(c.name)} <small>{escape(c.unit)}'
-                   "</small></th>" for c in cols)
-    rows = "".join(
-        f"<tr><th>{phase}</th>" + "".join(
-            f"<td>{escape(figure(snapshot['phases'][phase][c.name], c.unit))}</td>"
-            for c in cols) + "</tr>" for phase in PHASES)
-    return (f'<div id="phases"><table class="phases"><thead><tr><th>phase</th>{head}</tr>'
-            f"</thead><tbody>{rows}</tbody></table></div>")
+    """Prefill and decode, cumulative: each its own profile. One line per phase, no table:
+    table parts after the layer table's `<tbody>` in one message would be re-parented."""
+    lines = "".join(
+        f'<p class="phase"><b>{phase}</b> ' + " · ".join(
+            f'<span title="{escape(c.help)}">{escape(c.name)} '
+            f"{escape(figure(snapshot['phases'][phase][c.name], c.unit))} "
+            f"<small>{escape(c.unit)}</small></span>"
+            for c in (TOTAL_BY_NAME[key] for key in PHASE_FIGURES)) + "</p>"
+        for phase in PHASES)
+    return f'<div id="phases">{lines}</div>'
 
 
 def text_html(text: dict[str, Any] | None) -> str:
