@@ -8,8 +8,10 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tuner.engine.workload import check as check_workload
 from tuner.measure.ab import run_ab
 from tuner.measure.compare import schedule
+from tuner.measure.rules import ruleset
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,8 @@ class ABJob:
     pairs: int
     tokens: int
     total_runs: int
+    workloads: list[str] = field(default_factory=list)  # empty: the live settings' workload
+    rules: str = ""  # a rule set of tuner.measure.rules, "" for none
     state: str = "running"  # running, done or failed
     runs: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
@@ -50,16 +54,24 @@ class ABRunner:
         self._lock = threading.Lock()
 
     def start(self, a: str, b: str, pairs: int = DEFAULT_PAIRS,
-              tokens: int = DEFAULT_TOKENS) -> ABJob:
-        """Raises PresetError for a preset that cannot be read, ValueError for counts out of
-        range or while another A/B runs; nothing starts then."""
+              tokens: int = DEFAULT_TOKENS, workloads: list[str] | None = None,
+              rules: str = "") -> ABJob:
+        """Raises PresetError for a preset that cannot be read, WorkloadError for a workload
+        that cannot be loaded, ValueError for counts out of range, an unknown rule set or
+        while another A/B runs; nothing starts then."""
         check_counts(pairs, tokens)
+        workloads = list(workloads or [])
+        for name in workloads:
+            check_workload(name)
+        ruleset(rules)
         ctl = self.controller
         sa, sb = ctl.preset_settings(a), ctl.preset_settings(b)
         with self._lock:
             if self.job is not None and self.job.state == "running":
                 raise ValueError(f"an A/B is already running ({self.job.a} vs {self.job.b})")
-            job = ABJob(a, b, pairs, tokens, total_runs=len(schedule(pairs)))
+            job = ABJob(a, b, pairs, tokens,
+                        total_runs=len(schedule(pairs)) * max(1, len(workloads)),
+                        workloads=workloads, rules=rules)
             self.job = job
         threading.Thread(target=self._run, args=(job, sa, sb), daemon=True,
                          name="tuner-ab").start()
@@ -71,7 +83,8 @@ class ABRunner:
         session.pause()
         try:
             job.result = run_ab(sa, sb, job.pairs, job.tokens,
-                                progress=lambda i, n, run: job.runs.append(run))
+                                progress=lambda i, n, run: job.runs.append(run),
+                                workloads=job.workloads, rules=job.rules)
             job.state = "done"
         except Exception as err:  # the job reports it; the live session carries on
             log.exception("A/B %s vs %s failed", job.a, job.b)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any
 
-GROUPS = ("routing", "prefetch", "cache", "io", "tiers", "hardware", "session")
+GROUPS = ("routing", "prefetch", "cache", "prefill", "io", "tiers", "hardware", "session")
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,18 @@ KNOBS: tuple[Knob, ...] = (
          "an even split); `tuner budgets` computes them from hit curves", "cache", S000,
          pattern=r"^(\d+(,\d+)*)?$",
          pattern_words="comma-separated slot counts"),
+    # prefill
+    Knob("prefill", "STRATA_PREFILL", bool, True,
+         "a prompt of more than 8 tokens runs as one batch: per layer the union of its "
+         "routed experts is served once; 0 = token by token through the decode path",
+         "prefill", S000),
+    Knob("prompt_max_pre", "STRATA_PROMPT_MAX_PRE", int, 0,
+         "prefill: experts of a layer's ranked union streamed into the arena, the rest "
+         "computed from staging (0 = the seed's 256 of 512 experts, 128 from layer 40 of 48, "
+         "scaled to the model)", "prefill", S000, 0, 1 << 16, unit="experts"),
+    Knob("prompt_hot", "STRATA_PROMPT_HOT", bool, True,
+         "prefill: victims come from outside the prompt-hot set first, then fall back; the "
+         "set leaves 2*top_k+32 slots at the tail", "prefill", S000),
     # io
     Knob("io_workers", "STRATA_IO_WORKERS", int, 8,
          "reader threads", "io", S000, 1, 64, unit="threads", restart=True),
@@ -170,6 +182,13 @@ KNOBS: tuple[Knob, ...] = (
          unit="tokens"),
     Knob("adapt_decay", "STRATA_ADAPT_DECAY", float, 0.95,
          "per-token decay of the per-layer routing counts", "tiers", S003, 0.0, 1.0),
+    Knob("adapt_overlap", "STRATA_ADAPT_OVERLAP", bool, False,
+         "the adaptive tier's swaps overlap decoding (an engine setting this engine does "
+         "not model: its tier runs at token boundaries); set, it turns adapt-fetch off, as "
+         "seed 003 does", "tiers", S003),
+    Knob("adapt_checkres", "STRATA_ADAPT_CHECKRES", bool, False,
+         "after every token compare the router's residency with the arena's slot map, per "
+         "layer, counting windows checked and mismatches", "tiers", S003),
     # hardware emulation. At the floor, 10 MB/s, a demo-model token's misses (about 40 MB)
     # take about 4 s; below it one token could take minutes.
     Knob("ssd_gbps", "STRATA_SSD_GBPS", float, 0.0,
@@ -195,6 +214,10 @@ KNOBS: tuple[Knob, ...] = (
          "sequence, looping, while the experts are read and computed for real (empty = the "
          "model's own routers; the model must have the trace's shape: tuner model make "
          "--like)", "session", "-", restart=True),
+    Knob("workload", "STRATA_WORKLOAD", str, "corpus",
+         "what the session decodes: corpus (endless built-in prompts), chat-cold, "
+         "chat-warm, shifted, long-prompt, or a JSON-lines file of prompts", "session",
+         "-", restart=True),
     Knob("device", "STRATA_DEVICE", str, "auto",
          "compute device of the arena and the dense weights (auto = cuda when present)",
          "session", "-", choices=("auto", "cpu", "cuda"), restart=True),

@@ -30,6 +30,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tuner.engine.workload import WorkloadError
+from tuner.engine.workload import check as check_workload
 from tuner.knobs import BY_NAME, KNOBS, Config, Knob, budget_list, lookup
 
 
@@ -98,6 +100,10 @@ class _Base(BaseModel):
                 f"arena_budgets sum to {sum(budgets)} slots but expert_cache is "
                 f"{self.expert_cache}: the quotas share the arena, so they must sum to it"
             )
+        try:
+            check_workload(self.workload)
+        except WorkloadError as err:
+            raise ValueError(str(err)) from None
         return self
 
 

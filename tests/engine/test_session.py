@@ -61,7 +61,7 @@ def test_counters_add_up(tiny_config, run, prefetch):
         total = sum(row[col.name] for row in snap["layers"])
         rounding = 0.01 if col.unit == "ms" else 0  # rows and totals round ms to 3 places
         assert snap["totals"][col.name] == pytest.approx(total, abs=rounding)
-    assert snap["totals"]["lookups"] == TOKENS * snap["model"]["layers"] * snap["model"]["top_k"]
+    assert snap["totals"]["routings"] == TOKENS * snap["model"]["layers"] * snap["model"]["top_k"]
     if prefetch == "stale":
         assert snap["totals"]["pf_issued"] > 0
 
@@ -101,8 +101,10 @@ def test_predictor_probe_scores(tiny_config, run):
     layer0 = snap["layers"][0]
     assert layer0["stale_scored"] == 0 and layer0["stale_pct"] is None  # '-' not 0
     assert all(r["ctrl_pct"] == 100.0 for r in snap["layers"])
-    # the first token of each conversation is unscored for prev-token
-    assert snap["layers"][1]["prev_scored"] == TOKENS - snap["conversations"]
+    # a batched prompt is unscored (its first token has no previous token; the rest are
+    # routed together); every decoded token is scored
+    assert snap["phases"]["prefill"]["prev_scored"] == 0
+    assert snap["layers"][1]["prev_scored"] == snap["phases"]["decode"]["tokens"]
 
 
 def test_live_change_applies_at_token_boundary(tiny_config):
@@ -149,7 +151,7 @@ def test_routed_counts_match_lookups(tiny_config):
     s.run(30)
     routed, missed, tokens = s.engine.counters.expert_counts(window=False)
     totals = s.snapshot()["totals"]
-    assert (np.sum(routed), np.sum(missed), tokens) == (totals["lookups"],
+    assert (np.sum(routed), np.sum(missed), tokens) == (totals["routings"],
                                                          totals["sync_misses"], 30)
     s.engine.close()
 
@@ -260,7 +262,7 @@ def test_wait_tokens_returns_once_counted_and_gives_up_when_stopped(tiny_config)
 @pytest.mark.parametrize("cpu_pool", [False, True])
 def test_per_expert_counts_add_up_to_the_layer_counters(tiny_config, cpu_pool):
     """Window and cumulative routings and misses per (layer, expert) sum to each layer's
-    lookups and sync misses, after the window has moved past its first tokens."""
+    routings and sync misses, after the window has moved past its first tokens."""
     cfg = replace(tiny_config, window=4, cpu_pool=cpu_pool, pcie_frac=0.5)
     s = Session(cfg)
     s.run(23)
@@ -268,7 +270,7 @@ def test_per_expert_counts_add_up_to_the_layer_counters(tiny_config, cpu_pool):
     for window, rows in ((True, snap["window"]["layers"]), (False, snap["layers"])):
         data = s.experts(window)
         assert data["tokens"] == (4 if window else 23)
-        assert [sum(r) for r in data["routings"]] == [r["lookups"] for r in rows]
+        assert [sum(r) for r in data["routings"]] == [r["routings"] for r in rows]
         assert [sum(r) for r in data["misses"]] == [r["sync_misses"] for r in rows]
         assert all(m <= r for rr, mm in zip(data["routings"], data["misses"])
                    for r, m in zip(rr, mm))

@@ -67,8 +67,9 @@ def test_saved_budgets_are_a_preset_the_engine_runs(recorded, tiny_model, capsys
     preset = Store().get("tiny-budgets")
     assert preset.knobs == {"expert_cache": 16, "arena_split": "layers",
                             "arena_budgets": ",".join(map(str, plan["quotas"]))}
+    # token by token, as the trace was recorded: a batched prompt looks each expert up once
     live = run_json(capsys, "run", "--preset", "tiny-budgets", "--tokens", "60", "--model",
-                    str(tiny_model), "--io-workers", "3", "--io-urgent", "1")
+                    str(tiny_model), "--io-workers", "3", "--io-urgent", "1", "--prefill", "0")
     assert [row["quota"] for row in live["layers"]] == plan["quotas"]
     assert live["totals"]["hits"] == plan["replay"]["budgets"]["hits"]  # the same routings
 

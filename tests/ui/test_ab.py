@@ -91,6 +91,8 @@ async def test_an_ab_started_from_the_presets_screen_shows_runs_and_verdict(
                 ] == ["baseline", "2q", "2", "64"]
         await fill(pilot, "#ab-pairs", "1")
         await fill(pilot, "#ab-tokens", "16")
+        await fill(pilot, "#ab-workloads", "chat-cold")
+        await fill(pilot, "#ab-rules", "seed000")
         await pilot.press("enter")
 
         screen = await wait(lambda: isinstance(app.screen, ABScreen) and app.screen)
@@ -98,9 +100,13 @@ async def test_an_ab_started_from_the_presets_screen_shows_runs_and_verdict(
         result = screen.query_one("#ab-result", Static)
         await wait(lambda: "verdict:" in str(result.render()), timeout=30)
         runs = screen.query_one("#ab-runs", DataTable)
-        assert [runs.get_row_at(i)[1] for i in range(runs.row_count)] == ["A", "B", "A"]
+        assert [runs.get_row_at(i)[1:3] for i in range(runs.row_count)] == [
+            ["chat-cold", "A"], ["chat-cold", "B"], ["chat-cold", "A"]]
         assert "done: 3 runs" in str(screen.query_one("#ab-progress", Static).render())
         assert "decode_2q False -> True" in str(result.render())
+        assert "rules seed000:" in str(result.render())
+        assert "on chat-cold, rules seed000" in str(screen.query_one("#ab-heading",
+                                                                    Static).render())
         assert controller.ab.job.state == "done"
 
 

@@ -111,13 +111,13 @@ async def test_per_expert_counts_and_the_live_curve(backend, controller):
         L, E = snap["model"]["layers"], snap["model"]["experts"]
         assert (data["layers"], data["experts"], data["tokens"]) == (L, E,
                                                                      snap["window"]["tokens"])
-        assert [sum(r) for r in data["routings"]] == [r["lookups"]
+        assert [sum(r) for r in data["routings"]] == [r["routings"]
                                                       for r in snap["window"]["layers"]]
         assert [sum(r) for r in data["misses"]] == [r["sync_misses"]
                                                     for r in snap["window"]["layers"]]
         assert [sum(r) for r in data["resident"]] == [r["resident"] for r in snap["layers"]]
         cumulative = await backend.experts(False)
-        assert sum(map(sum, cumulative["routings"])) == snap["totals"]["lookups"]
+        assert sum(map(sum, cumulative["routings"])) == snap["totals"]["routings"]
         curve = await until_async(backend.curve, lambda c: c is not None, timeout=60)
         assert curve["arena"] == snap["arena"]["slots"] and curve["arena"] in curve["sizes"]
         assert set(curve["hit_rate"]) == {"lru", "2q", "opt"}

@@ -46,3 +46,26 @@ def test_ab_bad_input(live):
     assert httpx.post(api, json={"a": "baseline", "b": "2q", "pairs": 99}).status_code == 422
     assert httpx.post(api, json={"a": "baseline"}).status_code == 422
     assert live.session.state == "running"
+
+
+def test_ab_on_workloads_with_rules(live, tmp_path):
+    r = httpx.post(f"{live.url}/api/ab", json={
+        "a": "baseline", "b": "stale-prefetch", "pairs": 1, "tokens": 24,
+        "workloads": ["chat-cold", "shifted"], "rules": "seed000"})
+    assert r.status_code == 202, r.text
+    assert (r.json()["total_runs"], r.json()["workloads"]) == (6, ["chat-cold", "shifted"])
+    job = wait_done(live.url)
+    assert job["state"] == "done", job
+    result = job["result"]
+    assert [w["workload"] for w in result["workloads"]] == ["chat-cold", "shifted"]
+    assert {o["rule"] for o in result["outcomes"]} == {"sync-misses", "bonus0-output",
+                                                       "exposed-waits"}
+    assert result["verdict"].startswith(("reject B: rule", "no rule of seed000"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": 3}\n')
+    api = f"{live.url}/api/ab"
+    for body, says in (({"workloads": [str(bad)]}, "line 1: prompt must be"),
+                       ({"workloads": ["nope"]}, "neither a built-in"),
+                       ({"rules": "seed999"}, "seed000")):
+        r = httpx.post(api, json={"a": "baseline", "b": "2q", **body})
+        assert r.status_code == 422 and says in r.text, r.text

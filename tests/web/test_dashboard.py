@@ -112,6 +112,8 @@ def test_heat_levels():
 def test_the_conversation_is_shown_as_text(live):
     live.wait_tokens(3)
     html = PageView(lambda settings: "", None).render(live.session.snapshot())
+    assert '<span id="st-workload">corpus, turn 1</span>' in html
+    assert '<div id="phases">' in html and "<b>prefill</b>" in html and "ttft_ms" in html
     text = live.session.snapshot()["text"]
     assert '<div id="text">' in html and html_escape(text["prompt"]) in html
     snap = dict(live.session.snapshot(), text=None)

@@ -127,6 +127,9 @@ def test_metrics_has_every_counter_per_layer(live):
                   if ln.startswith("tuner_layer_lookups_total{"))
     assert lookups > 0
     assert "tuner_settings_version 1" in lines
+    for name in ("tuner_phase_routings_total", "tuner_phase_tokens"):  # per phase too
+        assert {ln.split("{")[1].split("}")[0] for ln in lines if ln.startswith(name + "{")} \
+            == {'phase="prefill"', 'phase="decode"'}
 
 
 def test_token_is_required_everywhere(controller):
@@ -172,7 +175,7 @@ def test_experts_and_curve(live):
         assert time.monotonic() < deadline, "no residency map"
         time.sleep(0.05)
     snap = httpx.get(f"{live.url}/api/snapshot").json()
-    assert [sum(row) for row in data["routings"]] == [r["lookups"] for r in
+    assert [sum(row) for row in data["routings"]] == [r["routings"] for r in
                                                       snap["window"]["layers"]]
     assert [sum(row) for row in data["resident"]] == [r["resident"] for r in snap["layers"]]
     whole = httpx.get(f"{live.url}/api/experts", params={"view": "cumulative"}).json()

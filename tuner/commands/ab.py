@@ -6,8 +6,11 @@ import argparse
 import sys
 
 from tuner.cli import add_knob_flags, engine_settings, print_json
+from tuner.engine.workload import NAMES, WorkloadError
 from tuner.measure.ab import arm_settings, run_ab
 from tuner.measure.report import knob_change, result_lines
+from tuner.measure.rules import RULESETS
+from tuner.settings import SettingsError, apply
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,13 +25,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=int, default=1, help="unmeasured runs of A first, so the "
                    "page cache and lazy initialisation do not land on the first pair "
                    "(default 1)")
+    p.add_argument("--workloads", help="comma-separated workloads (built-in names or "
+                   f"JSON-lines files) to run the matched pairs on, each in turn; built-in: "
+                   f"{', '.join(NAMES)} (default: the workload knob's)")
+    p.add_argument("--rules", default="", choices=["", *RULESETS], help="rule set whose "
+                   "outcomes per workload and phase decide the verdict (seed000: sync misses "
+                   "per token not higher, bonus-0 output identical, no timely hits turned "
+                   "into exposed waits)")
     p.add_argument("--json", action="store_true")
     add_knob_flags(p)  # the base both arms start from; each arm's knobs go on top
     p.set_defaults(func=main)
 
 
 def _progress(i: int, n: int, run: dict) -> None:
-    print(f"run {i}/{n}: {run['arm']} {run['ms_per_token']} ms/token", file=sys.stderr)
+    print(f"run {i}/{n}: {run['workload']} {run['arm']} {run['ms_per_token']} ms/token",
+          file=sys.stderr)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -37,7 +48,14 @@ def main(args: argparse.Namespace) -> int:
             raise SystemExit(f"tuner ab: --{name} must be at least {least}")
     base = engine_settings(args)
     a, b = arm_settings(args.a, base), arm_settings(args.b, base)
-    result = run_ab(a, b, args.pairs, args.tokens, args.warmup, _progress)
+    workloads = [w.strip() for w in args.workloads.split(",")] if args.workloads else None
+    try:
+        if workloads:  # each one checked before the first run
+            [apply(base, {"workload": w}) for w in workloads]
+        result = run_ab(a, b, args.pairs, args.tokens, args.warmup, _progress, workloads,
+                        args.rules)
+    except (SettingsError, WorkloadError) as err:
+        raise SystemExit(f"tuner ab: {err}") from None
     result["labels"] = {"A": args.a, "B": args.b}
     if args.json:
         print_json(result)
@@ -51,8 +69,10 @@ def _print(r: dict) -> None:
           f"{r['model']}, {r['tokens']} tokens per run, {r['pairs']} pairs + sentinel A, "
           f"{r['warmup_runs']} warm-up run(s) of A not counted")
     print(f"start state: {r['start_state']}")
-    print(f"{'run':>3} {'arm':>3} {'ms/token':>9} {'hit %':>7} {'bytes/token':>12} output")
+    print(f"{'run':>3} {'workload':<12} {'arm':>3} {'ms/token':>9} {'hit %':>7} "
+          f"{'bytes/token':>12} output")
     for run in r["runs"]:
-        print(f"{run['run']:>3} {run['arm']:>3} {run['ms_per_token']:>9.3f} "
-              f"{run['hit_rate']:>7.2f} {run['bytes_per_token']:>12} {run['output_hash']}")
+        print(f"{run['run']:>3} {run['workload']:<12} {run['arm']:>3} "
+              f"{run['ms_per_token']:>9.3f} {run['hit_rate']:>7.2f} "
+              f"{run['bytes_per_token']:>12} {run['output_hash']}")
     print("\n".join(result_lines(r)))

@@ -9,7 +9,8 @@ from tuner.engine.model import ModelError
 from tuner.measure import bench
 from tuner.settings import to_config
 
-SECTIONS = ("read", "machinery", "telemetry", "link", "limit", "quant", "sites", "peer", "ui")
+SECTIONS = ("read", "machinery", "telemetry", "link", "limit", "quant", "sites", "peer", "ui",
+            "prefill")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,6 +65,8 @@ def main(args: argparse.Namespace) -> int:
         out["quant"] = bench.quantized(cfg, tokens)
     if "peer" in sections:
         out["peer"] = bench.peer(cfg, tokens)
+    if "prefill" in sections:
+        out["prefill"] = bench.prefill(cfg)
     if "sites" in sections:
         fracs = [float(f) for f in args.fracs.split(",")]
         out["sites"] = bench.sites_sweep(cfg, fracs, tokens, args.scale)
@@ -126,6 +129,12 @@ def _print(out: dict) -> None:
               f"(group {r['group']}) {r['bytes_per_token']} = {r['ratio']}; ms/token "
               f"{r['source_ms_per_token']} -> {r['ms_per_token']}; mean KL {q['mean_kl']}, "
               f"top-1 agreement {q['top1_agreement_pct']} %")
+    if "prefill" in out:
+        r = out["prefill"]
+        print(f"(g) prefill: a {r['prompt_tokens']}-token prompt token by token "
+              f"{r['per_token_ms_per_token']} ms/token / batched {r['batched_ms_per_token']} "
+              f"ms/token = {r['speedup']} (time to first token {r['per_token_ttft_ms']} -> "
+              f"{r['batched_ttft_ms']} ms; cold arena, median of {r['rounds']})")
     if "peer" in out:
         r = out["peer"]
         print(f"peer: {r['skipped']}" if "skipped" in r else

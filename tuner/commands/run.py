@@ -51,6 +51,10 @@ def main(args: argparse.Namespace) -> int:
     print(f"{snap['model']['name']}: {t['tokens']} tokens, {t['ms_per_token']} ms/token, "
           f"hit rate {t['hit_rate']} %, {t['sync_misses_per_token']} sync misses/token, "
           f"{t['bytes_per_token']} bytes/token, output {snap['output_hash']}")
+    pre, dec = snap["phases"]["prefill"], snap["phases"]["decode"]
+    print(f"workload {snap['workload']['name']}: prefill {pre['tokens']} tokens of "
+          f"{pre['prompts']} prompts, {pre['ms_per_token']} ms/token, time to first token "
+          f"{pre['ttft_ms']} ms; decode {dec['tokens']} tokens, {dec['ms_per_token']} ms/token")
     if snap["text"]:
         print(f"prompt: {snap['text']['prompt']}\noutput: {snap['text']['output']}")
     for note in snap["notes"]:

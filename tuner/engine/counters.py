@@ -28,7 +28,9 @@ class Column:
 
 
 COUNTERS: tuple[Column, ...] = (
-    Column("lookups", "experts", "routed (layer, expert) lookups"),
+    Column("routings", "experts", "routed (token, layer, expert) choices"),
+    Column("lookups", "experts", "(layer, expert) lookups in the arena: one per routing in "
+           "decode, one per expert of a prompt's union in batched prefill"),
     Column("hits", "experts", "lookups found resident in the arena"),
     Column("sync_misses", "experts", "lookups that missed: waited for a demand read, or with "
            "cpu_pool were computed at the link or CPU site"),
@@ -66,7 +68,18 @@ COUNTERS: tuple[Column, ...] = (
     Column("ctrl_scored", "routings", "routings the fresh-gate control ranked"),
     Column("ctrl_slots", "experts", "routed experts the fresh-gate control named"),
     Column("ctrl_whole", "routings", "routings the fresh-gate control named exactly"),
+    Column("prompt_streamed", "experts", "prefill: experts of a prompt's ranked union streamed "
+           "into the arena (up to prompt_max_pre per layer)"),
+    Column("prompt_through", "experts", "prefill: experts of the union past the layer's cap, "
+           "computed from a staging row and not kept"),
+    Column("hot_fallbacks", "experts", "prefill: victims taken from the prompt-hot set when "
+           "no other slot was eligible"),
+    Column("checkres_windows", "windows", "residency checks (adapt_checkres): one per layer "
+           "and token"),
+    Column("checkres_mismatches", "experts", "experts whose router-visible residency differed "
+           "from the arena's slot map at a check"),
 )
+PHASES = ("prefill", "decode")  # the first dimension of every count
 IDX = {c.name: i for i, c in enumerate(COUNTERS)}
 PREDICTORS = ("prev", "stale", "ctrl")
 PF_CLASSES = ("pf_cancelled", "pf_partial", "pf_unused", "pf_late", "pf_timely")
@@ -115,6 +128,8 @@ TOTALS: tuple[Column, ...] = (
     Column("resident", "experts", "experts resident in the arena now"),
     Column("residency", "%", "resident / layer-expert pairs"),
     *(c for c in DERIVED if c.name.startswith(PREDICTORS)),
+    Column("prompts", "prompts", "prompts prefilled"),
+    Column("ttft_ms", "ms", "time to first token: prefill time per prompt"),
 )
 
 
@@ -139,6 +154,11 @@ HEADLINES: tuple[Headline, ...] = (
 )
 
 
+# The figures each UI shows per phase (prefill, decode), from the phases' totals.
+PHASE_FIGURES = ("tokens", "ms_per_token", "tok_s", "hit_rate", "sync_misses_per_token",
+                 "bytes_per_token", "prompts", "ttft_ms")
+
+
 def _pct(num: float, den: float) -> float | None:
     return round(100.0 * float(num) / float(den), 2) if den else None
 
@@ -155,48 +175,58 @@ class Counters:
         self.per_expert = ExpertLog(layers, experts, top_k, window, keep or 2 * window)
         self.cur = np.zeros((layers, len(COUNTERS)))  # this token, decode thread only
         self._lock = threading.Lock()
-        self._ring: deque[tuple[np.ndarray, int, float]] = deque(maxlen=window + 1)
+        # per phase: counts [P, L, C], and tokens, seconds and prompts [3, P]
+        self._ring: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=window + 1)
         self.clear()
 
     def clear(self) -> None:
         """Back to zero (a counter reset, from the decode thread between tokens)."""
         self.cur[:] = 0
         with self._lock:
-            self._cum = np.zeros_like(self.cur)
-            self._tokens = 0
-            self._seconds = 0.0
+            self._cum = np.zeros((len(PHASES), *self.cur.shape))
+            self._sums = np.zeros((3, len(PHASES)))  # tokens, seconds, prompts
             self._ring.clear()
-            self._ring.append((self._cum.copy(), 0, 0.0))
+            self._ring.append((self._cum.copy(), self._sums.copy()))
             self.per_expert.clear()
 
     def add(self, layer: int, name: str, value: float = 1.0) -> None:
         self.cur[layer, IDX[name]] += value
 
-    def end_token(self, seconds: float, tokens: int = 1) -> None:
-        """Folds this token's counts into the totals (tokens=0: counts settled between
-        tokens, such as speculation drained at the end of a run)."""
+    def end_token(self, seconds: float, tokens: int = 1, phase: str = "decode",
+                  prompts: int = 0) -> None:
+        """Folds this step's counts into `phase`'s totals: one decoded token, or `tokens`
+        prompt tokens prefilled (`prompts` = 1 when the step ended a prompt); tokens=0:
+        counts settled between tokens, such as speculation drained at the end of a run."""
+        p = PHASES.index(phase)
         with self._lock:
-            self._cum += self.cur
-            self._tokens += tokens
-            self._seconds += seconds
+            self._cum[p] += self.cur
+            self._sums[:, p] += (tokens, seconds, prompts)
             if tokens:
-                self._ring.append((self._cum.copy(), self._tokens, self._seconds))
+                self._ring.append((self._cum.copy(), self._sums.copy()))
                 self.per_expert.fold()
         self.cur[:] = 0
 
     @property
     def tokens(self) -> int:
         with self._lock:
-            return self._tokens
+            return int(self._sums[0].sum())
 
-    def read(self, window: bool) -> tuple[np.ndarray, int, float]:
-        """(counts [layers, counters], tokens, decode seconds), whole run or window."""
+    def read_phases(self, window: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(counts [phases, layers, counters], [tokens, seconds, prompts] x phases), whole
+        run or window."""
         with self._lock:
-            cum, tokens, secs = self._cum.copy(), self._tokens, self._seconds
+            cum, sums = self._cum.copy(), self._sums.copy()
             base = self._ring[0] if window else None
         if base is None:
-            return cum, tokens, secs
-        return cum - base[0], tokens - base[1], secs - base[2]
+            return cum, sums
+        return cum - base[0], sums - base[1]
+
+    def read(self, window: bool, phase: str | None = None) -> tuple[np.ndarray, int, float]:
+        """(counts [layers, counters], tokens, seconds) of one phase or both, whole run or
+        window."""
+        counts, sums = self.read_phases(window)
+        pick = slice(None) if phase is None else slice(p := PHASES.index(phase), p + 1)
+        return counts[pick].sum(axis=0), int(sums[0, pick].sum()), float(sums[1, pick].sum())
 
     def expert_counts(self, window: bool) -> tuple[np.ndarray, np.ndarray, int]:
         """(routings [L, E], sync misses [L, E], tokens), whole run or window."""
@@ -207,6 +237,22 @@ class Counters:
         """The expert log's routings, oldest first [T, L, K]."""
         with self._lock:
             return self.per_expert.routings()
+
+    def view(self, window: bool, resident: list[int], quota: list[int] | None,
+             slot_gain: list[float | None]) -> dict:
+        """Tokens, totals and layer rows of both phases together, and each phase's totals:
+        the snapshot's body, whole run or window."""
+        counts, sums = self.read_phases(window)
+        both, tokens = counts.sum(axis=0), int(sums[0].sum())
+        return {
+            "tokens": tokens,
+            "totals": self.totals(both, tokens, float(sums[1].sum()), resident,
+                                  int(sums[2].sum()), float(sums[1, 0])),
+            "layers": self.rows(both, tokens, resident, quota, slot_gain),
+            "phases": {name: self.totals(counts[p], int(sums[0, p]), float(sums[1, p]),
+                                         resident, int(sums[2, p]), float(sums[1, 0]))
+                       for p, name in enumerate(PHASES)},
+        }
 
     def rows(self, counts: np.ndarray, tokens: int, resident: list[int],
              quota: list[int] | None, slot_gain: list[float | None]) -> list[dict]:
@@ -235,7 +281,7 @@ class Counters:
         return out
 
     def totals(self, counts: np.ndarray, tokens: int, seconds: float,
-               resident: list[int]) -> dict:
+               resident: list[int], prompts: int = 0, prefill_seconds: float = 0.0) -> dict:
         s = counts.sum(axis=0).tolist()
         t = {col.name: _round(s[i]) for i, col in enumerate(COUNTERS)}
         issued = s[IDX["pf_issued"]]
@@ -262,6 +308,8 @@ class Counters:
             "pf_pending": _round(issued - sum(s[IDX[c]] for c in PF_CLASSES)),
             "resident": int(sum(resident)),
             "residency": _pct(sum(resident), self.experts * self.layers),
+            "prompts": prompts,
+            "ttft_ms": round(1000 * prefill_seconds / prompts, 3) if prompts else None,
         })
         for p in PREDICTORS:
             scored = s[IDX[f"{p}_scored"]]

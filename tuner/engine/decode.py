@@ -36,8 +36,9 @@ from tuner.engine.counters import Counters
 from tuner.engine.model import Decoder, compute_dtype, experts_out
 from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
+from tuner.engine.prefill import PROMPT_BATCH, prefill
 from tuner.engine.routing_source import open_routing
-from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT, quotas_for
+from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT, RESIDENT, quotas_for
 from tuner.engine.speculate import Speculator
 from tuner.engine.tiers import HostCopy, Sites, Tier
 from tuner.engine.verify import Verifier
@@ -135,7 +136,8 @@ class Engine:
         self.slots.set_policy(policy_name(cfg.decode_2q))
         self.slots.quotas = quotas
         self.use_residency = cfg.moce_bonus > 0 or cfg.moce_bonus_r1 > 0
-        self.adapt_fetch = cfg.cpu_pool and cfg.adapt_fetch > 0 and cfg.pcie_frac > 0
+        self.adapt_fetch = (cfg.cpu_pool and cfg.adapt_fetch > 0 and cfg.pcie_frac > 0
+                            and not cfg.adapt_overlap)
 
     def notes(self) -> list[str]:
         cfg, out = self.cfg, []
@@ -148,6 +150,12 @@ class Engine:
             out.append("pcie_frac, adapt_fetch and adapt_every act only with cpu_pool = 1")
         if cfg.cpu_pool and cfg.prefetch != "off":
             out.append("prefetch is off with cpu_pool: misses are not streamed into the arena")
+        if cfg.adapt_fetch and cfg.adapt_overlap:
+            out.append("adapt_fetch is off: adapt_overlap = 1 (seed 003: admissions write "
+                       "the residency the overlapped tier is swapping)")
+        if cfg.prefill and not self.batched_prefill():
+            out.append("prompts run token by token: batched prefill does not serve "
+                       "cpu_pool, a routing trace or a route recording")
         if cfg.cpu_pool and cfg.adapt_fetch and not cfg.pcie_frac:
             out.append("adapt_fetch is off: there is no link share (pcie_frac = 0)")
         if cfg.cpu_pool and not cfg.adapt_every and not self.adapt_fetch:
@@ -196,7 +204,42 @@ class Engine:
         self.clock.flush()
         if self.routing is not None:
             self.routing.advance()
+        self.check_residency()
         return logits
+
+    def batched_prefill(self) -> bool:
+        return (self.cfg.prefill and not self.cfg.cpu_pool and self.routing is None
+                and self.route_log is None)
+
+    @torch.inference_mode()
+    def prefill(self, tokens: list[int], pos: int) -> torch.Tensor:
+        """Runs prompt tokens from position `pos`; returns the last one's logits [V]. More
+        than PROMPT_BATCH of them go through every layer together (prefill.py); fewer, or
+        where batching does not serve, token by token as decode does."""
+        if len(tokens) <= PROMPT_BATCH or not self.batched_prefill():
+            log, steps = self.counters.per_expert, []
+            for i, token in enumerate(tokens):
+                logits = self.step(token, pos + i)
+                steps.append((log.sel.copy(), log.miss.copy()))
+                log.sel[:], log.miss[:] = -1, False
+            log.add_tokens(*map(np.stack, zip(*steps)))  # folded with the prompt's step
+            return logits
+        logits = prefill(self, tokens, pos)
+        self.check_residency()
+        return logits
+
+    def check_residency(self) -> None:
+        """adapt_checkres: the router's residency mask against the slot map, per layer."""
+        if not self.cfg.adapt_checkres:
+            return
+        truth = np.zeros(self.arena.mask_host.shape, dtype=bool)
+        for slot, key in enumerate(self.slots.key):
+            if key is not None and self.slots.state[slot] == RESIDENT:
+                truth[key] = True
+        wrong = (truth != self.arena.mask_host.numpy()).sum(axis=1)
+        for layer, n in enumerate(wrong.tolist()):
+            self.counters.add(layer, "checkres_windows")
+            self.counters.add(layer, "checkres_mismatches", n)
 
     def _moe(self, l: int, x: torch.Tensor, h: torch.Tensor, stale: np.ndarray | None
              ) -> tuple[torch.Tensor, np.ndarray | None]:
@@ -207,6 +250,7 @@ class Engine:
         routed = self._route(l, logits, x)
         sel = routed.sel
         self.counters.per_expert.sel[l, :len(sel)] = sel
+        self.counters.add(l, "routings", len(sel))
         if cfg.cpu_pool:  # the adaptive tier's counts, read only by the three sites
             self.tier.observe(l, sel, cfg.adapt_decay)
         if self.route_log is not None:
@@ -215,7 +259,8 @@ class Engine:
         if cfg.cpu_pool:
             outs = self.sites.serve(l, x, sel, cfg, self.adapt_fetch)
         else:
-            rows, timely, waited = self._claim(l, sel)
+            rows, timely, waited, missed = self._claim(l, sel)
+            self.counters.per_expert.miss[l, missed] = True
             if routed.stale_next is not None and cfg.prefetch != "off":
                 guess = predict(cfg, self.mc.top_k, self.prev_sel[l + 1],
                                 torch.from_numpy(routed.stale_next),
@@ -280,19 +325,20 @@ class Engine:
             add(layer, f"{name}_whole", float(named == K))
         self.prev_sel[layer] = sel
 
-    def _claim(self, layer: int, sel: list[int]
-               ) -> tuple[list[int], list[Fetch], list[Fetch]]:
-        """The arena row of each rank, the timely speculation it claimed (counted here) and
-        the fetches it must wait for (demand reads and late speculation). A late speculative
-        read keeps its speculative flag: its bytes count as speculative."""
-        arena, add, miss = self.arena, self.counters.add, self.counters.per_expert.miss
+    def _claim(self, layer: int, sel: list[int], stream: bool = True
+               ) -> tuple[list[int], list[Fetch], list[Fetch], list[int]]:
+        """The arena row of each rank, the timely speculation it claimed (counted here), the
+        fetches it must wait for (demand reads and late speculation) and the ranks that
+        missed. A late speculative read keeps its speculative flag: its bytes count as
+        speculative. Without `stream` misses are read into staging rows and not kept."""
+        arena, add = self.arena, self.counters.add
         add(layer, "lookups", len(sel))
-        plan = self.slots.claim_layer(layer, sel)
+        plan = self.slots.claim_layer(layer, sel, stream)
         for key in self.slots.evicted:
             add(key[0], "evictions")
         self.slots.evicted.clear()
         bypass = iter(arena.bypass)
-        rows, timely, waited = [], [], []
+        rows, timely, waited, missed = [], [], [], []
         for rank, (claim, e) in enumerate(zip(plan, sel)):
             row = claim.slot
             if claim.kind == HIT:
@@ -309,14 +355,15 @@ class Engine:
                     self.pool.promote(read)
                     waited.append(fetch)
             else:  # miss or bypass: a demand read, in rank order
-                if claim.kind == BYPASS:
+                if row is None:
                     row = next(bypass)
-                    add(layer, "bypass")
+                    if claim.kind == BYPASS:
+                        add(layer, "bypass")
                 add(layer, "sync_misses")
-                miss[layer, rank] = True
+                missed.append(rank)
                 waited.append(arena.fetch((layer, e), row, speculative=False))
             rows.append(row)
-        return rows, timely, waited
+        return rows, timely, waited, missed
 
     def _land(self, layer: int, timely: list[Fetch], waited: list[Fetch]) -> None:
         """Waits for the layer's reads (the stall), uploads what is not on the device yet

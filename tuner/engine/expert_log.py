@@ -2,10 +2,10 @@
 routings of the last tokens in order, and the arena's residency map.
 
 The decode thread writes one token's routing into `sel` [L, K] and its misses into `miss`
-[L, K]; `Counters.end_token` folds them in under its lock. A token's experts are distinct
-within a layer, so each fold is one fancy-indexed add. The window's counts are kept
-up to date by adding the token that enters and subtracting the one that leaves, so a
-reader copies [L, E] arrays and computes nothing.
+[L, K] (a batched prefill hands over all its tokens' at once); `Counters.end_token` folds
+them in under its lock. The window's counts are kept up to date by adding the step that
+enters and subtracting the one that leaves, so a reader copies [L, E] arrays and computes
+nothing. Like the counters' window it spans steps: a prefilled prompt is one step.
 
 The routing log keeps `keep` tokens (more than the window): the live hit curves replay
 the older ones to warm the arena and count only the window's.
@@ -32,6 +32,8 @@ class ExpertLog:
         self._win = np.zeros_like(self._cum)
         self._log: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=max(keep, window))
         self._tokens = 0
+        self._pending: tuple[np.ndarray, np.ndarray] | None = None
+        self._win_tokens = 0
         self._resident: tuple[np.ndarray, int] | None = None
         self.wants_residency = False
 
@@ -40,38 +42,49 @@ class ExpertLog:
         self._cum[:] = 0
         self._win[:] = 0
         self._log.clear()
-        self._tokens = 0
+        self._tokens = self._win_tokens = 0
+        self._pending = None
+
+    def add_tokens(self, sel: np.ndarray, miss: np.ndarray) -> None:
+        """A prompt's routings at once (batched prefill, decode thread): sel and miss
+        [T, L, K]; they are the next fold's step."""
+        self._pending = (sel, miss)
 
     def fold(self) -> None:
-        """Adds this token's routing (the caller holds the counters' lock)."""
-        sel, miss = self.sel.copy(), self.miss.copy()
+        """Adds this step's routing: one token, or a prefilled prompt's tokens (the caller
+        holds the counters' lock). The window counts steps, as the counters' window does."""
+        sel, miss = self._pending or (self.sel[None].copy(), self.miss[None].copy())
+        self._pending = None
         self._add(self._cum, sel, miss, 1)
         self._add(self._win, sel, miss, 1)
         self._log.append((sel, miss))
-        if len(self._log) > self.window:  # the token that just left the window
-            self._add(self._win, *self._log[-self.window - 1], -1)
-        self._tokens += 1
+        if len(self._log) > self.window:  # the step that just left the window
+            left = self._log[-self.window - 1]
+            self._add(self._win, *left, -1)
+            self._win_tokens -= len(left[0])
+        self._tokens += len(sel)
+        self._win_tokens += len(sel)
         self.sel[:] = -1
         self.miss[:] = False
 
     def _add(self, counts: np.ndarray, sel: np.ndarray, miss: np.ndarray, sign: int) -> None:
+        rows = np.broadcast_to(self._rows, sel.shape)  # sel, miss [T, L, K]
         routed = sel >= 0
-        counts[0, self._rows[routed], sel[routed]] += sign
-        counts[1, self._rows[miss], sel[miss]] += sign
+        np.add.at(counts[0], (rows[routed], sel[routed]), sign)
+        np.add.at(counts[1], (rows[miss], sel[miss]), sign)
 
     def counts(self, window: bool) -> tuple[np.ndarray, np.ndarray, int]:
         """(routings [L, E], sync misses [L, E], tokens), whole run or window (the caller
         holds the counters' lock)."""
         c = self._win if window else self._cum
-        return c[0].copy(), c[1].copy(), min(self._tokens, self.window) if window else \
-            self._tokens
+        return c[0].copy(), c[1].copy(), self._win_tokens if window else self._tokens
 
     def routings(self) -> np.ndarray:
         """The logged tokens' routings, oldest first: [T, L, K], -1 for an empty slot."""
         log = list(self._log)
         if not log:
             return np.zeros((0, *self.sel.shape), dtype=np.int32)
-        return np.stack([sel for sel, _ in log])
+        return np.concatenate([sel for sel, _ in log])
 
     def set_residency(self, resident: np.ndarray, token: int) -> None:
         self._resident = (resident, token)

@@ -188,7 +188,9 @@ def compute_dtype(weights: torch.dtype, device: torch.device) -> torch.dtype:
 
 
 def _linear(w: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    return w @ x if bias is None else w @ x + bias
+    """w [O, D] applied to one token x [D] (a matrix-vector product) or to T tokens [T, D]."""
+    y = w @ x if x.dim() == 1 else x @ w.T
+    return y if bias is None else y + bias
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -223,17 +225,21 @@ class Weights:
 
 
 def experts_out(x: torch.Tensor, w: Weights) -> torch.Tensor:
-    """SwiGLU experts, the whole batch at once. x [D] -> [k, D], row j from expert j.
+    """SwiGLU experts, the whole batch at once. One token x [D] -> [k, D], row j from
+    expert j; or each expert on tokens of its own, x [k, T, D] -> [k, T, D] (prefill).
 
-    Both products are batched row-vector times matrix ([1, D] @ [D, 2I] per expert): on
-    the CPU that is a fast kernel per batch entry whose result does not depend on the batch
-    (so an expert gives the same bits whichever batch and site computed it); on CUDA it is
-    one strided-batched cuBLAS call."""
+    Both products are batched row-vector times matrix ([1, D] @ [D, 2I] per expert) for one
+    token: on the CPU that is a fast kernel per batch entry whose result does not depend on
+    the batch (so an expert gives the same bits whichever batch and site computed it); on
+    CUDA it is one strided-batched cuBLAS call. With T tokens each entry is a [T, D] matrix
+    product instead."""
     gate_up, down = w.matrices(x.dtype)
     k, two_i, D = gate_up.shape
-    h = torch.bmm(x.view(1, 1, D).expand(k, 1, D), gate_up.transpose(1, 2))  # [k, 1, 2I]
-    a = F.silu(h[..., : two_i // 2]) * h[..., two_i // 2:]  # [k, 1, I]
-    return torch.bmm(a, down.transpose(1, 2)).view(k, D)
+    xs = x.view(1, 1, D).expand(k, 1, D) if x.dim() == 1 else x  # [k, T, D]
+    h = torch.bmm(xs, gate_up.transpose(1, 2))  # [k, T, 2I]
+    a = F.silu(h[..., : two_i // 2]) * h[..., two_i // 2:]  # [k, T, I]
+    out = torch.bmm(a, down.transpose(1, 2))  # [k, T, D]
+    return out.view(k, D) if x.dim() == 1 else out
 
 
 class Decoder:
@@ -285,65 +291,87 @@ class Decoder:
         self.sin = ang.sin().to(device, self.dtype)
 
     def _rope(self, x: torch.Tensor, pos: int) -> torch.Tensor:
-        """x [heads, Dh], rotate-half convention as in Hugging Face."""
+        """x [T, heads, Dh] at positions pos.., rotate-half convention as in Hugging Face."""
         half = x.shape[-1] // 2
         rot = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * self.cos[pos] + rot * self.sin[pos]
+        T = x.shape[0]
+        return x * self.cos[pos:pos + T, None] + rot * self.sin[pos:pos + T, None]
 
     def embed_token(self, token: int) -> torch.Tensor:
         return self.embed[token].clone()  # [D]
 
+    def embed_tokens(self, tokens: list[int]) -> torch.Tensor:
+        return self.embed[torch.tensor(tokens, device=self.device)]  # [T, D]
+
     def attention(self, layer: int, h: torch.Tensor, pos: int) -> torch.Tensor:
-        """Adds attention's output to the residual h [D] for the token at `pos`."""
+        """Adds attention's output to the residual of one token h [D] at `pos`, or of T
+        tokens h [T, D] at positions pos..pos+T-1 (prefill: each attends to the cache and
+        to the tokens before it, a causal mask). The KV cache is filled for all of them."""
         cfg, p = self.cfg, self.layers[layer]
         H, G, Dh = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         x = rms_norm(h, p["in_norm"], cfg.rms_eps)
-        qkv = _linear(p["qkv"], x, p["qkv_bias"])  # [(H+2G)*Dh]
+        qkv = _linear(p["qkv"], x, p["qkv_bias"])  # [T?, (H+2G)*Dh]
         if cfg.spec.qk_norm == "full":
-            q, k = qkv[: H * Dh], qkv[H * Dh: (H + G) * Dh]
+            q, k = qkv[..., : H * Dh], qkv[..., H * Dh: (H + G) * Dh]
             qkv = torch.cat([rms_norm(q, p["q_norm"], cfg.rms_eps),
-                             rms_norm(k, p["k_norm"], cfg.rms_eps), qkv[(H + G) * Dh:]])
+                             rms_norm(k, p["k_norm"], cfg.rms_eps), qkv[..., (H + G) * Dh:]],
+                            dim=-1)
         if cfg.clip_qkv is not None:
             qkv = qkv.clamp(-cfg.clip_qkv, cfg.clip_qkv)
-        heads = qkv.view(H + 2 * G, Dh)
-        qk, v = heads[: H + G], heads[H + G:]  # q's and k's heads get the same rotation
+        heads = qkv.view(-1, H + 2 * G, Dh)  # [T, H+2G, Dh]
+        T = heads.shape[0]
+        qk, v = heads[:, : H + G], heads[:, H + G:]  # q's and k's heads get the same rotation
         if p["qk_norm"] is not None:
             qk = rms_norm(qk, p["qk_norm"], cfg.rms_eps)
         qk = self._rope(qk, pos)
-        q, k = qk[:H], qk[H:]
-        self.k_cache[layer, :, pos] = k
-        self.v_cache[layer, :, pos] = v
-        keys = self.k_cache[layer, :, : pos + 1]  # [G, T, Dh]
-        vals = self.v_cache[layer, :, : pos + 1]
-        qg = q.view(G, H // G, Dh)  # heads grouped by their key/value head
+        q, k = qk[:, :H], qk[:, H:]
+        self.k_cache[layer, :, pos:pos + T] = k.transpose(0, 1)
+        self.v_cache[layer, :, pos:pos + T] = v.transpose(0, 1)
+        keys = self.k_cache[layer, :, : pos + T]  # [G, P, Dh], P = pos + T
+        vals = self.v_cache[layer, :, : pos + T]
+        # heads grouped by their key/value head, tokens side by side: [G, T*H/G, Dh]
+        qg = q.reshape(T, G, H // G, Dh).transpose(0, 1).reshape(G, T * (H // G), Dh)
+        # token t sees positions up to pos + t: [T*H/G, P], one row per (token, head)
+        mask = None if T == 1 else (
+            torch.arange(pos + T, device=self.device)[None, :]
+            <= torch.arange(pos, pos + T, device=self.device)[:, None]
+        ).repeat_interleave(H // G, dim=0)
         if self.device.type == "cuda":  # one kernel where a launch costs more than the math
-            out = F.scaled_dot_product_attention(qg, keys, vals)  # [G, H/G, Dh]
+            out = F.scaled_dot_product_attention(qg, keys, vals, attn_mask=mask)
         else:
-            scores = (qg @ keys.transpose(1, 2)) / Dh**0.5  # [G, H/G, T]
+            scores = (qg @ keys.transpose(1, 2)) / Dh**0.5  # [G, T*H/G, P]
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
             out = scores.softmax(-1, dtype=torch.float32).to(self.dtype) @ vals
-        return h + p["o"] @ out.reshape(H * Dh)
+        out = out.view(G, T, H // G, Dh).transpose(0, 1).reshape(T, H * Dh)
+        return h + _linear(p["o"], out[0] if h.dim() == 1 else out, None)
 
     def moe_input(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         return rms_norm(h, self.layers[layer]["post_norm"], self.cfg.rms_eps)
 
     def router_logits(self, layer: int, x: torch.Tensor) -> torch.Tensor:
-        return self.routers[layer] @ x.float()  # [E], float32
+        return _linear(self.routers[layer], x.float(), None)  # [T?, E], float32
 
     def moe_output(self, layer: int, x: torch.Tensor, weights: torch.Tensor,
                    outs: torch.Tensor) -> torch.Tensor:
         """The MoE block's output: routed outputs [k, D] summed in rank order ([k] @ [k, D]),
         so it never depends on which expert finished first, plus Qwen2-MoE's gated shared
         expert."""
-        y = weights.to(outs.dtype) @ outs
+        return self.shared_output(layer, x, weights.to(outs.dtype) @ outs)
+
+    def shared_output(self, layer: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The routed experts' sum y plus Qwen2-MoE's gated shared expert, for one token
+        x [D] or T tokens x [T, D]."""
         p = self.layers[layer]
         if p["shared_gate"] is None:
             return y
-        shared = experts_out(x, p["shared"])[0]
-        return y + torch.sigmoid(p["shared_gate"] @ x) * shared
+        shared = experts_out(x if x.dim() == 1 else x[None], p["shared"])[0]
+        return y + torch.sigmoid(_linear(p["shared_gate"], x, None)) * shared
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
-        """[V] in float32."""
-        return (self.lm_head @ rms_norm(h, self.final_norm, self.cfg.rms_eps)).float()
+        """[V] in float32 (of the last token when h holds T)."""
+        last = h if h.dim() == 1 else h[-1]
+        return (self.lm_head @ rms_norm(last, self.final_norm, self.cfg.rms_eps)).float()
 
 
 def _shared_expert(w: dict[str, torch.Tensor], prefix: str) -> Weights | None:

@@ -25,23 +25,24 @@ def segments(k: int, protect: int, bonus: float, bonus_r1: float) -> list[tuple[
 
 def select(logits: torch.Tensor, resident: torch.Tensor | None, k: int, protect: int,
            bonus: float, bonus_r1: float) -> torch.Tensor:
-    """Expert ids in rank order. logits [E] float; resident [E] bool or None."""
+    """Expert ids in rank order. logits [E] float, or [T, E] for T tokens (-> [T, k]);
+    resident [E] bool or None."""
     if resident is None or (bonus == 0 and bonus_r1 == 0):
         return torch.topk(logits, k).indices
     boost = resident.to(logits.dtype)
-    taken = torch.zeros_like(resident)
+    taken = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
     picks = []
     for n, b in segments(k, protect, bonus, bonus_r1):
         score = logits + b * boost if b else logits.clone()
         score[taken] = float("-inf")
         idx = torch.topk(score, n).indices
-        taken[idx] = True
+        taken.scatter_(-1, idx, True)
         picks.append(idx)
-    return torch.cat(picks)
+    return torch.cat(picks, dim=-1)
 
 
 def weights(logits: torch.Tensor, sel: torch.Tensor, normalise: bool = True) -> torch.Tensor:
-    """Routing weights [k] from the unboosted logits of the selected experts."""
+    """Routing weights [k] (or [T, k]) from the unboosted logits of the selected experts."""
     if normalise:
-        return logits[sel].float().softmax(-1)
-    return logits.float().softmax(-1)[sel]
+        return logits.gather(-1, sel).float().softmax(-1)
+    return logits.float().softmax(-1).gather(-1, sel)

@@ -35,13 +35,14 @@ from tuner.engine.decode import Engine
 from tuner.engine.model import ModelError
 from tuner.engine.snapshot import Experts, Snapshot
 from tuner.engine.verify import find_bad_expert
+from tuner.engine.workload import Turn, Workload, WorkloadError
+from tuner.engine.workload import load as load_workload
 from tuner.knobs import BY_NAME, Config, config_dict
 
 log = logging.getLogger(__name__)
 
 SCHEMA = 1
 RESTART = frozenset(k.name for k in BY_NAME.values() if k.restart)
-PROMPT_LEN = 16
 MAX_CHANGES = 200
 TEXT_TOKENS = 200  # generated tokens of the current conversation kept as text
 
@@ -54,15 +55,6 @@ def pick_device(name: str = "auto") -> torch.device:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(name)
-
-
-def prompts(seed: int, vocab: int, topics: int):
-    """Endless built-in prompts: each a run of tokens from one topic of the demo model."""
-    g = torch.Generator().manual_seed(seed)
-    while True:
-        topic = int(torch.randint(0, topics, (1,), generator=g))
-        ids = torch.randint(0, max(1, vocab // topics), (PROMPT_LEN,), generator=g)
-        yield (ids * topics + topic).clamp(max=vocab - 1).tolist()
 
 
 def load_tokenizer(folder: Path):
@@ -114,16 +106,20 @@ def model_folder(cfg) -> Path:
 
 class Session:
     def __init__(self, cfg: Config | None = None, prompt_ids: list[int] | None = None,
-                 prompt: str | None = None):
-        """`prompt_ids` or `prompt` (text, needs the model's tokenizer.json) replaces the
-        built-in corpus: every conversation starts from it."""
+                 prompt: str | None = None, workload: Workload | None = None):
+        """What it decodes: `workload`, else `prompt_ids` or `prompt` (text, needs the
+        model's tokenizer.json), every conversation starting from it, else the workload
+        the settings name."""
         self.cfg = cfg or Config()
-        self.prompt_text = prompt
-        self.unknown_words: list[str] = []  # words of `prompt` the tokenizer does not know
+        given = prompt_ids if prompt_ids else prompt
+        if given is not None and workload is None:
+            workload = Workload("prompt", ((Turn(given if isinstance(given, str)
+                                                 else tuple(given), None),),))
+        self.given_workload = workload
+        self.unknown_words: list[str] = []  # words of a prompt the tokenizer does not know
         self.version = 1  # the latest version submitted
         self.applied_version = 1  # the version the engine runs
         self.settled_version = 1  # the latest version applied, refused or withdrawn
-        self.prompt_ids = prompt_ids
         self._lock = threading.Condition()
         self._pending: tuple[Config, int] | None = None
         self._reset_pending = False
@@ -144,9 +140,15 @@ class Session:
         device = pick_device(cfg.device)
         ckpt = Checkpoint(model_folder(cfg))
         tokenizer = load_tokenizer(ckpt.folder)
-        if self.prompt_text is not None and tokenizer is None:
-            raise ValueError(f"{ckpt.folder} has no tokenizer.json, so a text prompt cannot "
-                             "be encoded; give prompt ids instead")
+        mc = ckpt.config
+        topics = ckpt.raw_config.get("tuner_recipe", {}).get("topics", 1)
+        workload = self.given_workload or load_workload(cfg.workload, cfg.seed,
+                                                        mc.vocab_size, topics)
+        if tokenizer is None and any(isinstance(t.prompt, str)
+                                     for c in workload.conversations for t in c):
+            raise WorkloadError(f"workload {workload.name}: {ckpt.folder} has no "
+                                "tokenizer.json, so text prompts cannot be encoded; give "
+                                "prompt ids instead")
         engine = Engine(ckpt, cfg, device)
         old = getattr(self, "engine", None)
         with self._lock:  # a snapshot sees the old engine or the new one, never a mix
@@ -158,11 +160,16 @@ class Session:
             del old
             trim_heap()
         self.tokenizer = tokenizer
-        if self.prompt_text is not None:
-            self.prompt_ids, self.unknown_words = encode(tokenizer, self.prompt_text)
-        mc = ckpt.config
-        topics = self.ckpt.raw_config.get("tuner_recipe", {}).get("topics", 1)
-        self._prompts = prompts(cfg.seed, mc.vocab_size, topics)
+        self.workload = workload
+        self._turns = workload.turns()
+        self._encoded: dict[str, list[int]] = {}  # every text prompt, encoded once
+        for text in {t.prompt for c in workload.conversations for t in c
+                     if isinstance(t.prompt, str)}:
+            self._encoded[text], unknown = encode(tokenizer, text)
+            self.unknown_words += [w for w in unknown if w not in self.unknown_words]
+        self._turn: Turn | None = None
+        self.turn_index = 0  # of the current turn in its conversation
+        self._generated = 0  # tokens generated in the current turn
         self._gen = torch.Generator().manual_seed(cfg.seed)
         self._hash = hashlib.sha256()
         self._feed: deque[int] = deque()
@@ -329,41 +336,63 @@ class Session:
             self.engine.reset_counters()
 
     def run(self, tokens: int) -> None:
-        """Decodes `tokens` tokens on the calling thread, then settles speculation."""
+        """Runs `tokens` tokens (prompt and generated) on the calling thread, then settles
+        speculation."""
         use_threads(self.cfg.threads)
-        for _ in range(tokens):
+        done = 0
+        while done < tokens:
             with self._lock:
                 boundary = self._take_boundary()
             self._apply(boundary)
-            self._token()
+            done += self._token(tokens - done)
         self.engine.drain()
 
-    def _token(self) -> None:
-        eng, cfg = self.engine, self.cfg
+    def _token(self, budget: int | None = None) -> int:
+        """One step: the waiting prompt tokens (up to `budget`) prefilled together, or one
+        token generated; returns the tokens it ran."""
+        eng = self.engine
         # Driven by a trace, conversations start where the trace's sequences do; a
         # sequence longer than the context restarts the model's text only.
         sequence = eng.routing.sequence_start if eng.routing else None
         if sequence or not self._feed:
-            if sequence or self._logits is None or self.pos >= cfg.context:
-                self._new_conversation(sequence is not False)
+            if sequence or self._turn_done():
+                self._next_turn(sequence is not False, force_new=bool(sequence))
             else:
                 tok = self._sample(self._logits)
                 self.output_ids.append(tok)
                 self._conversation[1].append(tok)
-                self._feed.append(tok)
-        tok = self._feed.popleft()
+                self._generated += 1
+                self._step([tok], "decode")
+                return 1
+        # a trace routes token by token, so its prompts go one token a step
+        n = 1 if eng.routing else min(len(self._feed), budget or len(self._feed))
+        self._step([self._feed.popleft() for _ in range(n)], "prefill")
+        return n
+
+    def _step(self, ids: list[int], phase: str) -> None:
+        eng = self.engine
         t0 = time.perf_counter()
-        logits = eng.step(tok, self.pos)
+        if phase == "decode":
+            logits = eng.step(ids[0], self.pos)
+        else:
+            logits = eng.prefill(ids, self.pos)
         host = logits.detach().cpu()
         if not torch.isfinite(host).all():
             raise FloatingPointError(self._why_not_finite())
         self._logits = logits
-        self.pos += 1
+        self.pos += len(ids)
         self._resident = eng.resident_counts()
-        eng.counters.end_token(time.perf_counter() - t0)
+        eng.counters.end_token(time.perf_counter() - t0, len(ids), phase,
+                               prompts=int(phase == "prefill" and not self._feed))
         self._take_residency()
-        self._hash.update(tok.to_bytes(4, "little"))
+        for tok in ids:
+            self._hash.update(tok.to_bytes(4, "little"))
         self._hash.update(host.numpy().tobytes())
+
+    def _turn_done(self) -> bool:
+        turn = self._turn
+        return (self._logits is None or self.pos >= self.cfg.context or turn is None
+                or (turn.max_tokens is not None and self._generated >= turn.max_tokens))
 
     def _why_not_finite(self) -> str:
         """Names the expert whose bytes on disk made this token's logits NaN or inf, when
@@ -382,18 +411,27 @@ class Session:
         if per_expert.wants_residency:
             per_expert.set_residency(self.engine.resident_map(), self.tokens)
 
-    def _new_conversation(self, sequence: bool = True) -> None:
-        """Starts the next prompt; `sequence`: a new routing sequence too (the predictors
-        start over)."""
-        if sequence:
-            self.engine.reset_sequence()
+    def _next_turn(self, sequence: bool = True, force_new: bool = False) -> None:
+        """Feeds the workload's next prompt: a new conversation at its first turn (or when
+        the prompt would not fit the context), else after the previous turn's tokens.
+        `sequence`: a new conversation is a new routing sequence too (the predictors start
+        over)."""
+        index, turn = next(self._turns)
+        ids = self._ids(turn.prompt)[: max(1, self.cfg.context - 1)]
+        new = force_new or index == 0 or self.pos + len(ids) >= self.cfg.context
+        if new:
+            if sequence:
+                self.engine.reset_sequence()
+            self.pos = 0
+            self.conversations += 1
+            self._conversation = ([], deque(maxlen=TEXT_TOKENS))
         self._feed.clear()
-        self.pos = 0
-        self.conversations += 1
-        ids = self.prompt_ids if self.prompt_ids else next(self._prompts)
-        ids = ids[: max(1, self.cfg.context - 1)]
         self._feed.extend(ids)
-        self._conversation = (list(ids), deque(maxlen=TEXT_TOKENS))
+        self._conversation[0].extend(ids)
+        self._turn, self.turn_index, self._generated = turn, index, 0
+
+    def _ids(self, prompt: str | tuple[int, ...]) -> list[int]:
+        return self._encoded[prompt] if isinstance(prompt, str) else list(prompt)
 
     def _sample(self, logits: torch.Tensor) -> int:
         t = self.cfg.temperature
@@ -469,10 +507,9 @@ class Session:
             settled, cfg, changes = self.settled_version, self.cfg, list(self.changes)
         mc, c = ckpt.config, eng.counters
         resident = list(self._resident)
-        cum, tokens, secs = c.read(False)
-        win, wtok, wsecs = c.read(True)
         quota = eng.slots.quotas
         gain = self._slot_gains(c, quota, resident)
+        whole = c.view(False, resident, quota, gain)
         return {
             "schema": SCHEMA,
             "seq": seq,
@@ -491,16 +528,13 @@ class Session:
             "arena": {"slots": eng.slots.n, "policy": eng.slots.policy.name,
                       "bytes": eng.slots.n * ckpt.expert_bytes,
                       "split": "global" if quota is None else "layers"},
-            "tokens": tokens,
+            **whole,
             "conversations": self.conversations,
+            "workload": {"name": self.workload.name,
+                         "conversations": len(self.workload.conversations),
+                         "turn": self.turn_index + 1},
             "output_hash": self._hash.hexdigest()[:16],
-            "totals": c.totals(cum, tokens, secs, resident),
-            "layers": c.rows(cum, tokens, resident, quota, gain),
-            "window": {
-                "tokens": wtok,
-                "totals": c.totals(win, wtok, wsecs, resident),
-                "layers": c.rows(win, wtok, resident, quota, gain),
-            },
+            "window": c.view(True, resident, quota, gain),
             "text": self._text(),
             "notes": eng.notes(),
             "changes": changes,

@@ -67,6 +67,9 @@ class SlotMap:
         self.held_per_layer: Counter[int] = Counter()  # slots of each layer, in any state
         self.quotas = quotas  # slots per layer, or None: one arena for all layers
         self.evicted: list[Key] = []  # keys evicted by claim_layer, for the caller to count
+        # prefill's prompt-hot set: victims come from outside it first (seed 000 section 3)
+        self.protected: set[Key] = set()
+        self.hot_fallbacks = 0  # victims taken from the protected set, none being left
         self.policy = POLICIES[policy]()
         # told (key, resident) whenever a key becomes or stops being resident
         self.on_resident: Callable[[Key, bool], None] | None = None
@@ -105,11 +108,17 @@ class SlotMap:
         return self._eligible(over.__contains__)
 
     def _eligible(self, layer_ok) -> int | None:
-        """The policy's first resident, unpinned slot whose layer passes `layer_ok`."""
-        for slot in self.policy.victims():
-            if (self.state[slot] == RESIDENT and slot not in self.pinned
-                    and layer_ok(self.key[slot][0])):
-                return slot
+        """The policy's first resident, unpinned slot whose layer passes `layer_ok`. With a
+        protected set the search makes two passes: first outside the set, then falling back
+        to it."""
+        for guard in ((self.protected, set()) if self.protected else (set(),)):
+            for slot in self.policy.victims():
+                key = self.key[slot]
+                if (self.state[slot] == RESIDENT and slot not in self.pinned
+                        and layer_ok(key[0]) and key not in guard):
+                    if key in self.protected:
+                        self.hot_fallbacks += 1
+                    return slot
         return None
 
     def claim_layer(self, layer: int, experts: list[int], stream: bool = True) -> list[Claim]:

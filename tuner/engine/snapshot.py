@@ -24,10 +24,24 @@ Totals = TypedDict("Totals", {  # type: ignore[misc]
     **{c.name: Count for c in COUNTERS}, **{c.name: Figure for c in TOTALS}})
 
 
+class Phases(TypedDict):
+    """The totals of each phase; the snapshot's totals are both together."""
+
+    prefill: Totals
+    decode: Totals
+
+
 class Window(TypedDict):
     tokens: int
     totals: Totals
     layers: list[LayerRow]
+    phases: Phases
+
+
+class WorkloadInfo(TypedDict):
+    name: str
+    conversations: int  # in the workload (it cycles)
+    turn: int  # of the current conversation, from 1
 
 
 class ModelInfo(TypedDict):
@@ -75,9 +89,11 @@ class Snapshot(TypedDict):
     arena: Arena
     tokens: int
     conversations: int
+    workload: WorkloadInfo
     output_hash: str
     totals: Totals
     layers: list[LayerRow]
+    phases: Phases
     window: Window
     text: Text | None
     notes: list[str]

@@ -15,6 +15,7 @@ from typing import Any
 
 from tuner.engine.session import Session
 from tuner.measure.compare import compare, schedule
+from tuner.measure.rules import evaluate, ruleset, verdict
 from tuner.presets import PresetError, knob_diff, resolve
 from tuner.settings import Settings, SettingsError, apply, from_texts, to_config
 
@@ -49,6 +50,16 @@ def arm_settings(text: str, base: Settings) -> Settings:
     return apply(base, preset.knobs)
 
 
+def _phase(t: dict) -> dict[str, Any]:
+    """The figures the rules read from one phase's totals."""
+    tokens = t["tokens"]
+    served = t["hits"] + t["pf_timely"] + t["pf_late"]
+    return {"tokens": tokens, "sync_misses_per_token": t["sync_misses_per_token"],
+            "hits_per_token": round(served / tokens, 3) if tokens else None,
+            "stall_ms_per_token": round(t["stall_ms"] / tokens, 4) if tokens else None,
+            "ms_per_token": t["ms_per_token"]}
+
+
 def run_once(settings: Settings, tokens: int) -> dict[str, Any]:
     session = Session(to_config(settings))
     try:
@@ -60,7 +71,8 @@ def run_once(settings: Settings, tokens: int) -> dict[str, Any]:
     return {"ms_per_token": t["ms_per_token"], "hit_rate": t["hit_rate"],
             "sync_misses": t["sync_misses"], "bytes_per_token": t["bytes_per_token"],
             "output_hash": snap["output_hash"], "model": snap["model"]["name"],
-            "arena_slots": snap["arena"]["slots"]}
+            "arena_slots": snap["arena"]["slots"],
+            "phases": {name: _phase(p) for name, p in snap["phases"].items()}}
 
 
 def repeated(runs: list[dict]) -> dict[str, Any]:
@@ -76,22 +88,50 @@ def repeated(runs: list[dict]) -> dict[str, Any]:
     return out
 
 
-def run_ab(a: Settings, b: Settings, pairs: int, tokens: int, warmup: int = 1,
-           progress: Callable[[int, int, dict], None] | None = None) -> dict[str, Any]:
-    """Runs A B A B ... A and compares them; `progress(i, n, run)` after each run."""
-    order = schedule(pairs)
-    for _ in range(warmup):  # page cache and lazy initialisation, paid before measuring
-        run_once(a, tokens)
+def _pairs(a: Settings, b: Settings, pairs: int, tokens: int, workload: str, first: int,
+           total: int, progress: Callable[[int, int, dict], None] | None) -> dict[str, Any]:
+    """A B A B ... A on one workload, compared."""
     runs = []
-    for i, arm in enumerate(order, 1):
-        run = {"run": i, "arm": arm, **run_once(a if arm == "A" else b, tokens)}
+    for i, arm in enumerate(schedule(pairs), first):
+        run = {"run": i, "arm": arm, "workload": workload,
+               **run_once(a if arm == "A" else b, tokens)}
         runs.append(run)
         if progress:
-            progress(i, len(order), run)
+            progress(i, total, run)
     result = compare([r["ms_per_token"] for r in runs])
     for arm in ("A", "B"):
         result["arms"][arm].update(repeated([r for r in runs if r["arm"] == arm]))
+    return {"workload": workload, "runs": runs, **result}
+
+
+def run_ab(a: Settings, b: Settings, pairs: int, tokens: int, warmup: int = 1,
+           progress: Callable[[int, int, dict], None] | None = None,
+           workloads: list[str] | None = None, rules: str = "") -> dict[str, Any]:
+    """Runs A B A B ... A on each workload (default: the one A's settings name) and
+    compares them; `rules` names a rule set (rules.py) whose outcomes per workload and
+    phase decide the verdict. `progress(i, n, run)` after each run."""
+    rule_list = ruleset(rules)
+    names = list(workloads or [a.workload])
+    arms = {w: (apply(a, {"workload": w}), apply(b, {"workload": w})) for w in names}
+    per = len(schedule(pairs))
+    for _ in range(warmup):  # page cache and lazy initialisation, paid before measuring
+        run_once(arms[names[0]][0], tokens)
+    results = [_pairs(*arms[w], pairs, tokens, w, 1 + i * per, per * len(names), progress)
+               for i, w in enumerate(names)]
+    bonus = {arm: s.moce_bonus + s.moce_bonus_r1 for arm, s in (("A", a), ("B", b))}
+    outcomes = [o for r in results for o in evaluate(rule_list, r["workload"], r["runs"],
+                                                     bonus)]
+    if rules:
+        final = verdict(rules, outcomes, names)
+    elif len(results) == 1:
+        final = results[0]["verdict"]
+    else:
+        final = "; ".join(f"{r['workload']}: {r['verdict']}" for r in results)
+    first = results[0]
     return {"pairs": pairs, "tokens": tokens, "warmup_runs": warmup,
-            "start_state": START_STATE, "model": runs[0]["model"],
-            "arena_slots": {"A": runs[0]["arena_slots"], "B": runs[1]["arena_slots"]},
-            "knob_diff": knob_diff(a, b), "runs": runs, **result}
+            "start_state": START_STATE, "model": first["runs"][0]["model"],
+            "arena_slots": {"A": first["runs"][0]["arena_slots"],
+                            "B": first["runs"][1]["arena_slots"]},
+            "knob_diff": knob_diff(a, b), **first,
+            "runs": [run for r in results for run in r["runs"]],
+            "workloads": results, "rules": rules, "outcomes": outcomes, "verdict": final}

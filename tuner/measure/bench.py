@@ -115,6 +115,30 @@ def machinery(cfg: Config, tokens: int, rounds: int = 3) -> dict:
             "resident_runs": [round(x, 3) for x in resident_ms]}
 
 
+def prefill(cfg: Config, prompt: int = 256, rounds: int = 2) -> dict:
+    """(g) A `prompt`-token prompt prefilled in one batch against token by token through the
+    decode path, each on a fresh session (cold arena), interleaved; ms per prompt token
+    and time to first token."""
+    cfg = replace(cfg, context=max(cfg.context, prompt + 1), temperature=0.0)
+    g = torch.Generator().manual_seed(cfg.seed)
+    vocab = Checkpoint(model_folder(cfg)).config.vocab_size
+    ids = torch.randint(0, vocab, (prompt,), generator=g).tolist()
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(rounds):
+        for batched in (True, False):
+            session = Session(replace(cfg, prefill=batched), prompt_ids=ids)
+            try:
+                session.run(prompt)
+                runs[batched].append(session.snapshot()["phases"]["prefill"]["ms_per_token"])
+            finally:
+                session.engine.close()
+    b, t = (round(statistics.median(runs[x]), 3) for x in (True, False))
+    return {"prompt_tokens": prompt, "batched_ms_per_token": b, "per_token_ms_per_token": t,
+            "batched_ttft_ms": round(b * prompt, 1), "per_token_ttft_ms": round(t * prompt, 1),
+            "speedup": _ratio(t, b), "rounds": rounds, "batched_runs": runs[True],
+            "per_token_runs": runs[False]}
+
+
 def _sites_run(cfg: Config, tokens: int) -> dict:
     """Warm-up with the adaptive tier filling the arena, then the measured tokens with the
     tier frozen, so the link carries only the share (seed 002's static tiers)."""

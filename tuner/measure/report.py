@@ -14,8 +14,12 @@ def knob_change(r: dict[str, Any]) -> str:
     return diff or "identical settings"
 
 
-def result_lines(r: dict[str, Any]) -> list[str]:
-    """Per-arm figures, each pair, the mean difference, the drift and the verdict."""
+def _num(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _timing_lines(r: dict[str, Any]) -> list[str]:
+    """Per-arm figures, each pair, the mean difference and the drift of one workload."""
     lines = []
     for arm in ("A", "B"):
         s = r["arms"][arm]
@@ -31,5 +35,37 @@ def result_lines(r: dict[str, Any]) -> list[str]:
                  f"drift sentinel A - first A {r['drift']:+.3f} ms/token "
                  f"({_pct(r['drift_pct'])}); spread {r['spread']:.3f} ms/token (the largest "
                  "stdev of the arms' runs and of the pairs)")
+    return lines
+
+
+def phase_lines(r: dict[str, Any]) -> list[str]:
+    """Each arm's figures per phase on one workload (its first run; counts repeat)."""
+    lines = [f"{'arm':>3} {'phase':<8} {'tokens':>6} {'ms/token':>9} {'sync/token':>10} "
+             f"{'hits/token':>10} {'stall ms/token':>14}"]
+    for arm in ("A", "B"):
+        run = next(x for x in r["runs"] if x["arm"] == arm)
+        for name, p in run["phases"].items():
+            lines.append(f"{arm:>3} {name:<8} {p['tokens']:>6} {_num(p['ms_per_token']):>9} "
+                         f"{_num(p['sync_misses_per_token']):>10} "
+                         f"{_num(p['hits_per_token']):>10} "
+                         f"{_num(p['stall_ms_per_token'], '.4f'):>14}")
+    return lines
+
+
+def result_lines(r: dict[str, Any]) -> list[str]:
+    """The timing figures of each workload, the rules' outcomes and the verdict."""
+    workloads = r.get("workloads") or [r]
+    if len(workloads) == 1 and not r.get("rules"):
+        return _timing_lines(r) + [f"verdict: {r['verdict']}"]
+    lines = []
+    for w in workloads:
+        lines.append(f"workload {w['workload']}:")
+        lines += ["  " + line for line in phase_lines(w) + _timing_lines(w)]
+        lines.append(f"  timing: {w['verdict']}")
+    if r.get("outcomes"):
+        lines.append(f"rules {r['rules']}:")
+        lines.append(f"  {'workload':<12} {'phase':<8} {'rule':<14} {'outcome':<7} reason")
+        lines += [f"  {o['workload']:<12} {o['phase']:<8} {o['rule']:<14} {o['status']:<7} "
+                  f"{o['reason']}" for o in r["outcomes"]]
     lines.append(f"verdict: {r['verdict']}")
     return lines

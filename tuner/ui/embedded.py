@@ -91,10 +91,12 @@ class EmbeddedBackend(Backend):
     async def diff_preset(self, name: str) -> list[dict[str, Any]]:
         return await self._call(self.controller.diff, name)
 
-    async def start_ab(self, a: str, b: str, pairs: int, tokens: int) -> dict[str, Any]:
+    async def start_ab(self, a: str, b: str, pairs: int, tokens: int,
+                       workloads: list[str] | None = None, rules: str = "") -> dict[str, Any]:
         try:
-            job = await self._call(self.controller.ab.start, a, b, pairs, tokens)
-        except ValueError as err:  # counts out of range, or another A/B is running
+            job = await self._call(self.controller.ab.start, a, b, pairs, tokens, workloads,
+                                   rules)
+        except ValueError as err:  # counts, workloads or rules not allowed, or one running
             raise BackendError(str(err)) from None
         return job.as_dict()
 

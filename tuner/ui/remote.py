@@ -169,9 +169,11 @@ class RemoteBackend(Backend):
     async def diff_preset(self, name: str) -> list[dict[str, Any]]:
         return await self._request("GET", f"/api/presets/{quote(name, safe='')}/diff")
 
-    async def start_ab(self, a: str, b: str, pairs: int, tokens: int) -> dict[str, Any]:
-        return await self._request("POST", "/api/ab",
-                                   json={"a": a, "b": b, "pairs": pairs, "tokens": tokens})
+    async def start_ab(self, a: str, b: str, pairs: int, tokens: int,
+                       workloads: list[str] | None = None, rules: str = "") -> dict[str, Any]:
+        return await self._request("POST", "/api/ab", json={
+            "a": a, "b": b, "pairs": pairs, "tokens": tokens, "workloads": workloads or [],
+            "rules": rules})
 
     async def experts(self, window: bool) -> dict[str, Any]:
         return await self._request("GET", "/api/experts",

@@ -19,7 +19,7 @@ from html import escape
 from itertools import groupby
 from typing import Any
 
-from tuner.engine.counters import HEADLINES
+from tuner.engine.counters import HEADLINES, PHASE_FIGURES, PHASES, TOTAL_BY_NAME
 from tuner.format import COLUMN_SETS, LAYER, columns_of, figure, levels
 
 HEAT_LEVELS = 8
@@ -85,6 +85,7 @@ def status_html(snapshot: dict[str, Any], view: str) -> str:
                     f"top-{model['top_k']})",
         "st-device": snapshot["device"],
         "st-arena": f"{snapshot['arena']['slots']} slots, {snapshot['arena']['policy']}",
+        "st-workload": f"{snapshot['workload']['name']}, turn {snapshot['workload']['turn']}",
         "st-view": f"{view} ({figure(snapshot['window']['tokens'])} tokens)" if view == "window"
                    else f"{view} ({figure(snapshot['tokens'])} tokens)",
         "st-window": figure(snapshot["settings"]["window"]),
@@ -92,6 +93,19 @@ def status_html(snapshot: dict[str, Any], view: str) -> str:
     classes = {"st-state": f' class="state-{snapshot["state"]}"'}
     return "".join(f'<span id="{k}"{classes.get(k, "")}>{escape(v)}</span>'
                    for k, v in fields.items())
+
+
+def phases_html(snapshot: dict[str, Any]) -> str:
+    """Prefill and decode, cumulative: each its own profile. One line per phase, no table:
+    table parts after the layer table's `<tbody>` in one message would be re-parented."""
+    lines = "".join(
+        f'<p class="phase"><b>{phase}</b> ' + " · ".join(
+            f'<span title="{escape(c.help)}">{escape(c.name)} '
+            f"{escape(figure(snapshot['phases'][phase][c.name], c.unit))} "
+            f"<small>{escape(c.unit)}</small></span>"
+            for c in (TOTAL_BY_NAME[key] for key in PHASE_FIGURES)) + "</p>"
+        for phase in PHASES)
+    return f'<div id="phases">{lines}</div>'
 
 
 def text_html(text: dict[str, Any] | None) -> str:
@@ -141,6 +155,7 @@ class PageView:
         if key not in shared:
             shared[key] = (body_html(layer_rows(snapshot, self.view), self.columns)
                            + status_html(snapshot, self.view)
+                           + phases_html(snapshot)
                            + text_html(snapshot.get("text")))
         parts = [shared[key]]
         if self._sent_head != self.columns:

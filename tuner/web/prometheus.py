@@ -3,8 +3,9 @@
 Per-layer counts (`COUNTERS`) become counters `tuner_layer_<name>_total{layer="i"}`; the
 derived per-layer figures (`DERIVED`) become gauges; the headline figures (`HEADLINES`,
 the ones the page charts and the terminal leads with) become gauges
-`tuner_<name>{span="window"|"cumulative"}`. Counts restart from zero when the counters are
-reset, which Prometheus treats as a counter reset.
+`tuner_<name>{span="window"|"cumulative"}`; each phase's sums of the counts and its
+`PHASE_FIGURES` carry a `phase="prefill"|"decode"` label. Counts restart from zero when
+the counters are reset, which Prometheus treats as a counter reset.
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tuner.engine.counters import COUNTERS, DERIVED, HEADLINES, Column
+from tuner.engine.counters import (
+    COUNTERS,
+    DERIVED,
+    HEADLINES,
+    PHASE_FIGURES,
+    PHASES,
+    TOTAL_BY_NAME,
+    Column,
+)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -49,6 +58,15 @@ def render(snapshot: dict[str, Any]) -> str:
         lines += _family(f"tuner_{h.key}", "gauge", f"{h.label}: {h.column.help} "
                          f"({h.column.unit})",
                          [(f'{{span="{span}"}}', totals[h.key]) for span, totals in spans])
+    phases = snapshot["phases"]
+    for col in COUNTERS:
+        lines += _family(f"tuner_phase_{col.name}_total", "counter",
+                         f"{col.help} ({col.unit}), all layers, per phase",
+                         [(f'{{phase="{p}"}}', phases[p][col.name]) for p in PHASES])
+    for key in PHASE_FIGURES:
+        c = TOTAL_BY_NAME[key]
+        lines += _family(f"tuner_phase_{key}", "gauge", f"{c.help} ({c.unit}), per phase",
+                         [(f'{{phase="{p}"}}', phases[p][key]) for p in PHASES])
     for col in COUNTERS:
         lines += _per_layer(snapshot, col, counter=True)
     for col in DERIVED:

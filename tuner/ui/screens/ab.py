@@ -19,9 +19,11 @@ if TYPE_CHECKING:
 
 
 def heading(job: dict[str, Any]) -> str:
+    on = f" on {', '.join(job['workloads'])}" if job.get("workloads") else ""
+    rules = f", rules {job['rules']}" if job.get("rules") else ""
     return (f"A/B: A = {job['a']}, B = {job['b']}; {job['pairs']} pairs + sentinel A, "
-            f"{job['tokens']} tokens per run, each on a fresh session. The live session is "
-            "paused during the A/B; a running one resumes after it.")
+            f"{job['tokens']} tokens per run{on}{rules}, each on a fresh session. The live "
+            "session is paused during the A/B; a running one resumes after it.")
 
 
 def progress(job: dict[str, Any]) -> str:
@@ -58,7 +60,8 @@ class ABScreen(Screen):
 
     def on_mount(self) -> None:
         runs = self.query_one("#ab-runs", DataTable)
-        for name, width in (("run", 4), ("arm", 4), ("ms/token", 10), ("hit %", 8),
+        for name, width in (("run", 4), ("workload", 12), ("arm", 4), ("ms/token", 10),
+                            ("hit %", 8),
                             ("bytes/token", 12), ("output hash", 20)):
             runs.add_column(name, width=width, key=name)
         self.run_worker(self.follow, group="ab", exclusive=True)
@@ -86,7 +89,8 @@ class ABScreen(Screen):
         self.query_one("#ab-progress", Static).update(progress(job))
         table = self.query_one("#ab-runs", DataTable)
         for run in job["runs"][table.row_count:]:  # runs only ever get appended
-            table.add_row(run["run"], run["arm"], f"{run['ms_per_token']:.3f}",
+            table.add_row(run["run"], run["workload"], run["arm"],
+                          f"{run['ms_per_token']:.3f}",
                           f"{run['hit_rate']:.2f}", run["bytes_per_token"],
                           run["output_hash"])
         if job["result"]:

@@ -7,10 +7,12 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label
 
 from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS
+from tuner.measure.rules import RULESETS
 from tuner.ui.screens.dialog import Dialog
 
-# (a, b, pairs, tokens)
-ABRequest = tuple[str, str, int, int]
+# (a, b, pairs, tokens, workloads, rules)
+ABRequest = tuple[str, str, int, int, list[str], str]
+OPTIONAL = ("ab-workloads", "ab-rules")  # empty: the live workload, timing only
 
 
 class ABDialog(Dialog[ABRequest | None]):
@@ -30,7 +32,10 @@ class ABDialog(Dialog[ABRequest | None]):
                                             ("b", "preset B", b, "text"),
                                             ("pairs", "A B pairs", str(pairs), "integer"),
                                             ("tokens", "tokens per run", str(tokens),
-                                             "integer")):
+                                             "integer"),
+                                            ("workloads", "workloads (a,b,...)", "", "text"),
+                                            ("rules", f"rules ({', '.join(RULESETS)})", "",
+                                             "text")):
                 with Horizontal(classes="dialog-field"):
                     yield Label(label)
                     yield Input(value, placeholder=label, type=kind, compact=True,
@@ -48,11 +53,14 @@ class ABDialog(Dialog[ABRequest | None]):
         fields = {i.id: i for i in self.query(Input)}
         for field in fields.values():
             value = field.value.strip()
-            if not value or (field.type == "integer" and not value.lstrip("-").isdigit()):
+            if (not value and field.id not in OPTIONAL) or (
+                    field.type == "integer" and not value.lstrip("-").isdigit()):
                 field.focus()
                 self.notify(f"{field.placeholder}: a value is needed", severity="warning",
                             markup=False)
                 return
-        a, b, pairs, tokens = (fields[k].value.strip()
-                               for k in ("ab-a", "ab-b", "ab-pairs", "ab-tokens"))
-        self.dismiss((a, b, int(pairs), int(tokens)))
+        a, b, pairs, tokens, workloads, rules = (
+            fields[k].value.strip() for k in ("ab-a", "ab-b", "ab-pairs", "ab-tokens",
+                                              "ab-workloads", "ab-rules"))
+        self.dismiss((a, b, int(pairs), int(tokens),
+                      [w.strip() for w in workloads.split(",") if w.strip()], rules))

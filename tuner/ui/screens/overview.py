@@ -9,7 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.markup import escape
 from textual.widgets import Label
 
-from tuner.engine.counters import HEADLINES, PREDICTORS
+from tuner.engine.counters import HEADLINES, PHASE_FIGURES, PHASES, PREDICTORS, TOTAL_BY_NAME
 from tuner.format import figure
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.readout import Readout
@@ -32,6 +32,7 @@ class OverviewScreen(SnapshotScreen):
         with Horizontal(id="facts"):
             yield Readout(id="engine-facts", classes="facts")
             yield Readout(id="predictor-facts", classes="facts")
+        yield Readout(id="phase-facts", classes="facts")
         yield Readout(id="changes", classes="facts")
         yield Readout(id="text", classes="facts")
 
@@ -43,6 +44,7 @@ class OverviewScreen(SnapshotScreen):
                 window.get(h.key), cumulative.get(h.key), points[h.key])
         self.query_one("#engine-facts", Readout).show_text(engine_facts(snap))
         self.query_one("#predictor-facts", Readout).show_text(predictor_facts(snap))
+        self.query_one("#phase-facts", Readout).show_text(phase_facts(snap))
         self.query_one("#changes", Readout).show_text(changes(snap))
         self.query_one("#text", Readout).show_text(conversation(snap))
 
@@ -60,6 +62,7 @@ def engine_facts(snap: dict[str, Any]) -> str:
         ("expert size", figure(model["expert_bytes"], "bytes")),
         ("arena", f"{figure(arena['slots'])} slots, {figure(arena['bytes'], 'bytes')}"),
         ("tokens", f"{figure(snap['tokens'])} in {figure(snap['conversations'])} conversations"),
+        ("workload", f"{escape(snap['workload']['name'])}, turn {snap['workload']['turn']}"),
         ("tok/s", f"{figure(w['tok_s'])} window, {figure(t['tok_s'])} cumulative"),
         ("read GB/s", f"{figure(w['read_gbps'])} window, {figure(t['read_gbps'])} cumulative"),
         ("spec bytes/token", figure(w["spec_bytes_per_token"], "bytes")),
@@ -67,6 +70,18 @@ def engine_facts(snap: dict[str, Any]) -> str:
         ("prefetch in flight", figure(t["pf_pending"])),
         ("output hash", escape(snap["output_hash"])),
     ])
+
+
+def phase_facts(snap: dict[str, Any]) -> str:
+    """Prefill and decode side by side, cumulative: each its own profile."""
+    cols = [TOTAL_BY_NAME[key] for key in PHASE_FIGURES]
+    width = max(len(c.name) for c in cols)
+    lines = ["[b]phases (cumulative)[/]",
+             f"{'':<{width}}  {'prefill':>12}  {'decode':>12}  unit"]
+    for c in cols:
+        values = [figure(snap["phases"][p][c.name], c.unit) for p in PHASES]
+        lines.append(f"{c.name:<{width}}  {values[0]:>12}  {values[1]:>12}  {c.unit}")
+    return "\n".join(lines)
 
 
 def predictor_facts(snap: dict[str, Any]) -> str:

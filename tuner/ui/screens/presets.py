@@ -147,9 +147,10 @@ class PresetsScreen(SnapshotScreen):
         if answer:
             self.run_worker(self.start_ab(*answer), group="ab")
 
-    async def start_ab(self, a: str, b: str, pairs: int, tokens: int) -> None:
-        job = await self.app.attempt(self.app.backend.start_ab(a, b, pairs, tokens),
-                                     "A/B not started")
+    async def start_ab(self, a: str, b: str, pairs: int, tokens: int, workloads: list[str],
+                       rules: str) -> None:
+        job = await self.app.attempt(
+            self.app.backend.start_ab(a, b, pairs, tokens, workloads, rules), "A/B not started")
         if job is FAILED:
             return
         await self.app.push_screen(ABScreen(job))

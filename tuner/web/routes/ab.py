@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from tuner.ab_job import DEFAULT_PAIRS, DEFAULT_TOKENS, PAIRS, TOKENS
+from tuner.engine.workload import NAMES
+from tuner.engine.workload import check as check_workload
+from tuner.measure.rules import RULESETS
 from tuner.presets import PresetError
 from tuner.web.deps import ControllerDep, preset_name
 from tuner.web.routes.presets import known
@@ -22,6 +25,18 @@ class ABRequest(BaseModel):
     pairs: int = Field(DEFAULT_PAIRS, ge=PAIRS[0], le=PAIRS[1], description="A B pairs before the "
                        "sentinel A")
     tokens: int = Field(DEFAULT_TOKENS, ge=TOKENS[0], le=TOKENS[1], description="tokens per run")
+    workloads: list[str] = Field([], max_length=8, description="workloads to run the pairs "
+                                 f"on, each in turn: {', '.join(NAMES)} or a JSON-lines file "
+                                 "(empty: the live settings' workload)")
+    rules: Literal["", *RULESETS] = Field("", description="rule set deciding the verdict "
+                                          "per workload and phase (\"\": timing only)")
+
+    @field_validator("workloads")
+    @classmethod
+    def _loadable(cls, names: list[str]) -> list[str]:
+        for name in names:
+            check_workload(name)  # WorkloadError is a ValueError: a 422 naming the line
+        return names
 
 
 @router.post("/ab", status_code=202, responses={
@@ -32,7 +47,8 @@ def start(body: ABRequest, controller: ControllerDep) -> dict[str, Any]:
     for name in (body.a, body.b):
         known(controller.store, preset_name(name))
     try:
-        return controller.ab.start(body.a, body.b, body.pairs, body.tokens).as_dict()
+        return controller.ab.start(body.a, body.b, body.pairs, body.tokens, body.workloads,
+                                   body.rules).as_dict()
     except PresetError:
         raise  # a broken preset file: the preset error handler names file and line
     except ValueError as err:  # another A/B is running

@@ -14,8 +14,10 @@ from fastapi.templating import Jinja2Templates
 from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS, PAIRS, TOKENS
 from tuner.control import ApplyTimeout, Controller
 from tuner.engine.counters import HEADLINES
+from tuner.engine.workload import NAMES as WORKLOADS
 from tuner.format import COLUMN_SETS, budgets_line
 from tuner.knobs import BY_NAME, GROUPS, KNOBS
+from tuner.measure.rules import RULESETS
 from tuner.presets import PresetError, PresetExists
 from tuner.settings import SettingsError, from_texts
 from tuner.web.connection import serve_client
@@ -59,7 +61,8 @@ def page(request: Request, controller: ControllerDep) -> HTMLResponse:
         "settings": state["settings"],
         "preset_list": controller.store.list(),
         "ab_job": controller.ab.job,
-        "ab_form": (PAIRS, TOKENS, BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS),
+        "ab_form": (PAIRS, TOKENS, BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS, WORKLOADS,
+                    tuple(RULESETS)),
         "headlines": HEADLINES,
         "column_sets": COLUMN_SETS,
         "column_set": DEFAULT_COLUMNS,
@@ -175,10 +178,12 @@ def start_ab(values: FormDep, request: Request, controller: ControllerDep) -> HT
         a, b = (known(controller.store, preset_name(values.get(arm, ""))).name
                 for arm in ("a", "b"))
         pairs, tokens = _count(values, "pairs"), _count(values, "tokens")
-        controller.ab.start(a, b, pairs, tokens)
+        workloads = [w.strip() for w in values.get("workloads", "").split(",") if w.strip()]
+        controller.ab.start(a, b, pairs, tokens, workloads, values.get("rules", ""))
     except HTTPException as err:  # from the preset name checks of the API
         return _ab_status(request, controller, err.detail, error=True)
-    except (PresetError, ValueError) as err:  # a broken preset, bad counts, one running
+    except (PresetError, ValueError) as err:  # a broken preset or workload, bad counts or
+        # rules, one running
         return _ab_status(request, controller, str(err), error=True)
     return _ab_status(request, controller)
 

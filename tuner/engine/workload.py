@@ -1,0 +1,176 @@
+"""Workloads: what a session decodes, as conversations of turns.
+
+A workload is plain data: conversations, each a list of turns (a prompt and how many
+tokens to generate after it). A session runs one for as many tokens as it is asked to,
+cycling through its conversations; the A/B runner and a tuner run the same objects.
+Within a conversation each turn continues the previous turn's KV cache; a new
+conversation starts from position 0. The arena is never reset between them.
+
+Built-in workloads are drawn from the model's token topics (the demo model's prompts stay
+on one topic, so a topic is a domain): `shifted` uses only topics the others never use.
+A model without topics has its vocabulary cut into bands by id modulo 4, which are not
+domains: bring a file of real prompts for such a model.
+
+A file is JSON lines, one conversation a line: {"prompt": "...", "max_tokens": N} or
+{"turns": ["...", "..."], "max_tokens": N} (max_tokens optional, per turn).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+MAX_TOKENS = (1, 65536)  # allowed range of a turn's max_tokens
+DEFAULT_MAX_TOKENS = 64
+CORPUS_PROMPT = 16  # tokens of a built-in corpus prompt
+CORPUS_SIZE = 256  # conversations of the corpus before it repeats
+FILE_FORM = ('each line is {"prompt": "...", "max_tokens": N} or '
+             '{"turns": ["...", "..."], "max_tokens": N}; max_tokens optional, from '
+             f'{MAX_TOKENS[0]} to {MAX_TOKENS[1]}')
+
+
+class WorkloadError(ValueError):
+    """A workload that cannot be loaded; the message names the file, line and rule."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    prompt: str | tuple[int, ...]  # text (encoded with the model's tokenizer) or token ids
+    max_tokens: int | None  # None: generate until the context is full
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    conversations: tuple[tuple[Turn, ...], ...]
+
+    def turns(self):
+        """(turn index in its conversation, turn), endlessly, conversation by conversation."""
+        while True:
+            for conversation in self.conversations:
+                yield from enumerate(conversation)
+
+
+def _topic_prompt(g: torch.Generator, topic: int, length: int, vocab: int,
+                  topics: int) -> tuple[int, ...]:
+    ids = torch.randint(0, max(1, vocab // topics), (length,), generator=g)
+    return tuple((ids * topics + topic).clamp(max=vocab - 1).tolist())
+
+
+def corpus(seed: int, vocab: int, topics: int) -> Workload:
+    """The built-in corpus: prompts of one random topic each, generated until the context is
+    full (what a session decodes when no workload is named)."""
+    g = torch.Generator().manual_seed(seed)
+    convs = []
+    for _ in range(CORPUS_SIZE):
+        topic = int(torch.randint(0, topics, (1,), generator=g))
+        convs.append((Turn(_topic_prompt(g, topic, CORPUS_PROMPT, vocab, topics), None),))
+    return Workload("corpus", tuple(convs))
+
+
+def _chat(name: str, seed: int, vocab: int, topics: int, shifted: bool, conversations: int,
+          turns: int, prompt: int, max_tokens: int) -> Workload:
+    """Conversations on one topic each: the topics with id % 4 == 3 when `shifted`, the
+    other topics otherwise."""
+    bands = max(topics, 4)  # a model without topics: id bands stand in for them
+    pool = [t for t in range(bands) if (t % 4 == 3) == shifted]
+    g = torch.Generator().manual_seed(seed)
+    convs = []
+    for _ in range(conversations):
+        topic = pool[int(torch.randint(0, len(pool), (1,), generator=g))]
+        convs.append(tuple(Turn(_topic_prompt(g, topic, prompt, vocab, bands), max_tokens)
+                           for _ in range(turns)))
+    return Workload(name, tuple(convs))
+
+
+# name -> (help, conversations, turns each, prompt tokens, max_tokens, shifted)
+BUILTIN = {
+    "chat-cold": ("a fresh conversation per prompt", 16, 1, 24, 40, False),
+    "chat-warm": ("multi-turn: each turn continues the previous turn's KV and cache",
+                  4, 4, 12, 24, False),
+    "shifted": ("fresh conversations on topics the other workloads never use",
+                16, 1, 24, 40, True),
+    "long-prompt": ("prefill heavy: 192-token prompts, 16 tokens generated", 8, 1, 192, 16,
+                    False),
+}
+NAMES = ("corpus", *BUILTIN)
+
+
+def builtin(name: str, seed: int, vocab: int, topics: int) -> Workload:
+    if name == "corpus":
+        return corpus(seed, vocab, topics)
+    _, conversations, turns, prompt, max_tokens, shifted = BUILTIN[name]
+    return _chat(name, seed, vocab, topics, shifted, conversations, turns, prompt,
+                 max_tokens)
+
+
+def _max_tokens(obj: dict) -> int:
+    n = obj.get("max_tokens", DEFAULT_MAX_TOKENS)
+    if type(n) is not int or not MAX_TOKENS[0] <= n <= MAX_TOKENS[1]:
+        raise ValueError(f"max_tokens {n!r} is not an integer from {MAX_TOKENS[0]} to "
+                         f"{MAX_TOKENS[1]}")
+    return n
+
+
+def _conversation(line: str) -> tuple[Turn, ...]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not JSON ({err.msg} at column {err.colno})") from None
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    unknown = sorted(set(obj) - {"prompt", "turns", "max_tokens"})
+    if unknown:
+        raise ValueError(f"unknown keys {', '.join(unknown)}")
+    if ("prompt" in obj) == ("turns" in obj):
+        raise ValueError("give either prompt or turns")
+    texts = [obj["prompt"]] if "prompt" in obj else obj["turns"]
+    if not isinstance(texts, list) or not texts or not all(
+            isinstance(t, str) and t.strip() for t in texts):
+        raise ValueError("prompt must be a non-empty string, turns a non-empty list of them")
+    n = _max_tokens(obj)
+    return tuple(Turn(t, n) for t in texts)
+
+
+def read_file(path: Path) -> Workload:
+    """A JSON-lines workload file; every bad line is named with its number in one error."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise WorkloadError(f"workload file {path}: {err}") from None
+    convs, bad = [], []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            convs.append(_conversation(line))
+        except ValueError as err:
+            bad.append(f"line {number}: {err}")
+    if bad:
+        raise WorkloadError(f"workload file {path}: {'; '.join(bad)}; {FILE_FORM}")
+    if not convs:
+        raise WorkloadError(f"workload file {path} holds no conversation; {FILE_FORM}")
+    return Workload(Path(path).name, tuple(convs))
+
+
+def check(spec: str) -> None:
+    """Raises WorkloadError unless `spec` names a built-in or a good workload file."""
+    if spec not in NAMES:
+        read_file(_file(spec))
+
+
+def _file(spec: str) -> Path:
+    if not Path(spec).is_file():
+        raise WorkloadError(f"workload {spec!r} is neither a built-in ({', '.join(NAMES)}) "
+                            "nor a file")
+    return Path(spec)
+
+
+def load(spec: str, seed: int, vocab: int, topics: int) -> Workload:
+    """A built-in workload by name, else a file."""
+    if spec in NAMES:
+        return builtin(spec, seed, vocab, topics)
+    return read_file(_file(spec))
