@@ -23,7 +23,7 @@ from tuner.ab_job import ABRunner
 from tuner.engine.model import ModelConfig, ModelError
 from tuner.engine.session import Session
 from tuner.engine.trace_format import Trace
-from tuner.knobs import KNOBS, config_dict
+from tuner.knobs import BY_NAME, KNOBS, config_dict
 from tuner.presets import Preset, Store, knob_diff
 from tuner.settings import Settings, SettingsError, apply, to_config
 from tuner.traces.budgets import BudgetError, plan
@@ -56,10 +56,10 @@ def check_paths(new: Settings, old: Settings) -> None:
         try:
             ModelConfig.read(Path(new.model))
         except ModelError as err:
-            problems["model"] = (f"model (STRATA_MODEL) = {new.model!r} is not a model "
+            problems["model"] = (f"{BY_NAME['model'].label} = {new.model!r} is not a model "
                                  f"folder: {err}")
     if new.routing != old.routing and new.routing and not Path(new.routing).is_file():
-        problems["routing"] = (f"routing (STRATA_ROUTING) = {new.routing!r} is not a file; "
+        problems["routing"] = (f"{BY_NAME['routing'].label} = {new.routing!r} is not a file; "
                                "allowed: a trace (.npz) from tuner trace record or import, or "
                                "empty")
     if problems:
@@ -136,7 +136,7 @@ class Controller:
         (and, for `weights` stall, the stall per miss it measured), checked by replaying
         the window; with `apply`, runs them (arena_split = layers). Raises SettingsError."""
         snap = self.session.snapshot()
-        routes = self.session.engine.counters.routings()[-self.session.cfg.window:]
+        routes = self.session.engine.counters.window_routings()
         if not len(routes):
             raise SettingsError({"arena_budgets": "the window holds no routings yet; let the "
                                                   "session decode some tokens first"})

@@ -32,6 +32,11 @@ class Knob:
     pattern_words: str = ""  # the same in words, for error messages and help
 
     @property
+    def label(self) -> str:
+        """How a message names the knob: its name and its environment variable."""
+        return f"{self.name} ({self.env})"
+
+    @property
     def kind(self) -> str:
         """How a form shows it: flag, choice, int, float or text."""
         if self.type is bool:

@@ -140,7 +140,7 @@ _KINDS = {bool: "true/false", str: "text", list: "a list", dict: "an object",
 
 def _not_allowed(knob: Knob, value: Any, wrong_type: bool = False) -> str:
     got = f", not {_KINDS.get(type(value), type(value).__name__)}" if wrong_type else ""
-    return (f"{knob.name} ({knob.env}) = {shown(value)} is not allowed: expected "
+    return (f"{knob.label} = {shown(value)} is not allowed: expected "
             f"{knob.allowed()}{got}")
 
 

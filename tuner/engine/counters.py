@@ -238,6 +238,11 @@ class Counters:
         with self._lock:
             return self.per_expert.routings()
 
+    def window_routings(self) -> np.ndarray:
+        """The routings of the window's last `window` tokens, oldest first [T, L, K], -1 for
+        an empty slot (what live budgets and slot gains replay)."""
+        return self.routings()[-self.per_expert.window:]
+
     def view(self, window: bool, resident: list[int], quota: list[int] | None,
              slot_gain: list[float | None]) -> dict:
         """Tokens, totals and layer rows of both phases together, and each phase's totals:

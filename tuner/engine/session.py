@@ -34,6 +34,7 @@ from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.decode import Engine
 from tuner.engine.model import ModelError
 from tuner.engine.snapshot import Experts, Snapshot
+from tuner.engine.trace_format import Trace
 from tuner.engine.verify import find_bad_expert
 from tuner.engine.workload import Turn, Workload, WorkloadError
 from tuner.engine.workload import load as load_workload
@@ -50,7 +51,7 @@ TEXT_TOKENS = 200  # generated tokens of the current conversation kept as text
 def pick_device(name: str = "auto") -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         knob = BY_NAME["device"]
-        raise ValueError(f"{knob.name} ({knob.env}) = 'cuda' is not allowed here: torch "
+        raise ValueError(f"{knob.label} = 'cuda' is not allowed here: torch "
                          "sees no CUDA device; allowed here: auto, cpu")
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
@@ -489,9 +490,7 @@ class Session:
         key = (id(counters), counters.tokens // step, quotas and tuple(quotas))
         if self._gains[0] != key:  # the key is read before the routings: never newer
             sizes = quotas or resident
-            window = counters.routings()[-self.cfg.window:]  # [T, L, K], -1: no expert
-            per_layer = by_layer([[[e for e in ids if e >= 0] for ids in token]
-                                  for token in window.tolist()], len(sizes))
+            per_layer = by_layer(Trace(counters.window_routings()).rows(), len(sizes))
             lookups = [sum(len(ids) for ids in r) for r in per_layer]
             gains = slot_gains(per_layer, sizes)
             self._gains = (key, [round(100.0 * g / n, 2) if n else None

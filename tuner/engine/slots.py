@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from tuner.engine.policies import POLICIES
-from tuner.knobs import budget_list, even_budgets
+from tuner.knobs import BY_NAME, budget_list, even_budgets
 
 FREE, RESIDENT, SPEC, LIMBO = "free", "resident", "spec", "limbo"
 HIT, CLAIMED_SPEC, MISS, BYPASS = "hit", "spec", "miss", "bypass"
@@ -51,7 +51,7 @@ def quotas_for(split: str, budgets: str, layers: int, slots: int) -> list[int] |
     if split != "layers":
         return None
     quotas = budget_list(budgets) or even_budgets(slots, layers)
-    check_quotas(quotas, layers, slots, "arena_budgets (STRATA_ARENA_BUDGETS)")
+    check_quotas(quotas, layers, slots, BY_NAME["arena_budgets"].label)
     return quotas
 
 
