@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 
@@ -349,7 +350,14 @@ class Session:
                 self.output_ids.append(tok)
                 self._conversation[1].append(tok)
                 self._feed.append(tok)
-        tok = self._feed.popleft()
+        self._decode(self._feed.popleft())
+
+    def _decode(self, tok: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Runs `tok` at the current position: (its logits on the host, the quality probe's
+        exact logits on a sampled token, else None). The probe's exact pass runs before the
+        timed span and is scored after it."""
+        eng = self.engine
+        exact = eng.exact_first(tok, self.pos)
         t0 = time.perf_counter()
         logits = eng.step(tok, self.pos)
         host = logits.detach().cpu()
@@ -358,10 +366,29 @@ class Session:
         self._logits = logits
         self.pos += 1
         self._resident = eng.resident_counts()
-        eng.counters.end_token(time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        if exact is not None:
+            eng.quality.score(exact, host)
+        eng.counters.end_token(seconds)
         self._take_residency()
         self._hash.update(tok.to_bytes(4, "little"))
         self._hash.update(host.numpy().tobytes())
+        return host, exact
+
+    def forced(self, ids: list[int]) -> Iterator[tuple[int, torch.Tensor, torch.Tensor | None]]:
+        """Teacher forcing on the calling thread: feeds `ids` in windows of the context, each
+        a new sequence, and yields (the next id, the served logits, the exact logits or None)
+        at every position that has a next id; settles speculation at the end."""
+        use_threads(self.cfg.threads)
+        span = self.cfg.context
+        for start in range(0, len(ids) - 1, span):
+            window = ids[start:start + span + 1]
+            self.engine.reset_sequence()
+            self.pos = 0
+            for tok, nxt in zip(window, window[1:]):
+                served, exact = self._decode(tok)
+                yield nxt, served, exact
+        self.engine.drain()
 
     def _why_not_finite(self) -> str:
         """Names the expert whose bytes on disk made this token's logits NaN or inf, when
