@@ -6,7 +6,9 @@ import argparse
 import sys
 
 from tuner.cli import add_knob_flags, engine_settings, print_json
+from tuner.format import figure
 from tuner.measure.ab import arm_settings, run_ab
+from tuner.measure.gate import check_limits, quality_rules
 from tuner.measure.report import knob_change, result_lines
 
 
@@ -22,6 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=int, default=1, help="unmeasured runs of A first, so the "
                    "page cache and lazy initialisation do not land on the first pair "
                    "(default 1)")
+    p.add_argument("--max-kl", type=float, help="reject an arm whose mean KL(exact || served) "
+                   "is above this many nats per token, whatever its speed")
+    p.add_argument("--min-agreement", type=float, help="reject an arm whose top-1 agreement "
+                   "with exact routing is below this percentage, whatever its speed")
     p.add_argument("--json", action="store_true")
     add_knob_flags(p)  # the base both arms start from; each arm's knobs go on top
     p.set_defaults(func=main)
@@ -37,7 +43,12 @@ def main(args: argparse.Namespace) -> int:
             raise SystemExit(f"tuner ab: --{name} must be at least {least}")
     base = engine_settings(args)
     a, b = arm_settings(args.a, base), arm_settings(args.b, base)
-    result = run_ab(a, b, args.pairs, args.tokens, args.warmup, _progress)
+    try:
+        check_limits(args.max_kl, args.min_agreement)
+    except ValueError as err:
+        raise SystemExit(f"tuner ab: {err}") from None
+    result = run_ab(a, b, args.pairs, args.tokens, args.warmup, _progress,
+                    quality_rules(args.max_kl, args.min_agreement))
     result["labels"] = {"A": args.a, "B": args.b}
     if args.json:
         print_json(result)
@@ -51,8 +62,11 @@ def _print(r: dict) -> None:
           f"{r['model']}, {r['tokens']} tokens per run, {r['pairs']} pairs + sentinel A, "
           f"{r['warmup_runs']} warm-up run(s) of A not counted")
     print(f"start state: {r['start_state']}")
-    print(f"{'run':>3} {'arm':>3} {'ms/token':>9} {'hit %':>7} {'bytes/token':>12} output")
+    print(f"{'run':>3} {'arm':>3} {'ms/token':>9} {'hit %':>7} {'bytes/token':>12} "
+          f"{'KL':>10} {'top-1 %':>7} output")
     for run in r["runs"]:
         print(f"{run['run']:>3} {run['arm']:>3} {run['ms_per_token']:>9.3f} "
-              f"{run['hit_rate']:>7.2f} {run['bytes_per_token']:>12} {run['output_hash']}")
+              f"{run['hit_rate']:>7.2f} {run['bytes_per_token']:>12} "
+              f"{figure(run['quality_kl']):>10} {figure(run['top1_agreement']):>7} "
+              f"{run['output_hash']}")
     print("\n".join(result_lines(r)))

@@ -11,6 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from tuner.format import figure
 from tuner.measure.report import knob_change, result_lines
 from tuner.ui.backend import BackendError
 
@@ -59,7 +60,8 @@ class ABScreen(Screen):
     def on_mount(self) -> None:
         runs = self.query_one("#ab-runs", DataTable)
         for name, width in (("run", 4), ("arm", 4), ("ms/token", 10), ("hit %", 8),
-                            ("bytes/token", 12), ("output hash", 20)):
+                            ("bytes/token", 12), ("KL", 10), ("top-1 %", 8),
+                            ("output hash", 20)):
             runs.add_column(name, width=width, key=name)
         self.run_worker(self.follow, group="ab", exclusive=True)
 
@@ -88,6 +90,7 @@ class ABScreen(Screen):
         for run in job["runs"][table.row_count:]:  # runs only ever get appended
             table.add_row(run["run"], run["arm"], f"{run['ms_per_token']:.3f}",
                           f"{run['hit_rate']:.2f}", run["bytes_per_token"],
+                          figure(run["quality_kl"]), figure(run["top1_agreement"], "%"),
                           run["output_hash"])
         if job["result"]:
             self.query_one("#ab-result", Static).update(summary(job["result"]))

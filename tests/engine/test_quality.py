@@ -1,0 +1,84 @@
+"""The quality probe: KL 0 and full agreement where nothing is lossy, counters equal to an
+independent recomputation, and a served state the probe leaves as it found it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.decode import RouteLog
+from tuner.engine.reference import Resident
+from tuner.engine.session import Session
+from tuner.knobs import Config
+
+@pytest.fixture
+def cfg(small_model) -> Config:
+    return Config(model=str(small_model), expert_cache=8, io_workers=3, io_urgent=1,
+                  temperature=0.0)
+
+
+def test_nothing_lossy_means_kl_zero_full_agreement_and_the_same_output(cfg, run):
+    probed = run(replace(cfg, quality_every=1), 30)
+    t = probed["totals"]
+    assert (t["q_tokens"], t["quality_kl"], t["top1_agreement"]) == (30, 0.0, 100.0)
+    assert t["rerouted"] == 0 and t["q_bytes"] > 0
+    assert probed["output_hash"] == run(cfg, 30)["output_hash"]
+
+
+def _served_state(snap: dict) -> tuple:
+    """What read timing cannot move (the timely/late split, partial reads and times can):
+    the output, residency and the counts of what was routed, read, dropped and predicted."""
+    keys = ("lookups", "hits", "sync_misses", "pf_issued", "evictions", "resident",
+            "bytes_demand", "dropped", "dropped_mass", "bytes_dropped", "rerouted",
+            "prev_slots", "stale_slots", "ctrl_slots")
+    return snap["output_hash"], [tuple(row[k] for k in keys) for row in snap["layers"]]
+
+
+def test_the_probe_leaves_the_served_state_alone_under_lossy_settings(cfg, run):
+    lossy = replace(cfg, moce_bonus=0.85, moce_protect=1, drop_cold=0.2, prefetch="stale")
+    probed = run(replace(lossy, quality_every=2), 30)
+    assert probed["totals"]["q_tokens"] == 15 and probed["totals"]["quality_kl"] > 0
+    assert _served_state(probed) == _served_state(run(lossy, 30))
+
+
+def test_quality_counters_equal_an_independent_recomputation(cfg, small_model):
+    """Before each token the served KV cache is copied into a fully resident model, which
+    computes the exact next-token distribution; KL, agreement and rerouted slots are then
+    recomputed by hand from it, the served logits and the routing log."""
+    lossy = replace(cfg, moce_bonus=5.0, moce_protect=0, quality_every=1)
+    ckpt = Checkpoint(small_model)
+    ref = Resident(ckpt, lossy.context, torch.device("cpu"))
+    s = Session(lossy)
+    eng, mc = s.engine, s.ckpt.config
+    eng.route_log = log = RouteLog(mc.num_layers, keep_logits=True)
+    exact, served = [], []
+    real_step = eng.step
+
+    def step(token: int, pos: int) -> torch.Tensor:
+        ref.dec.k_cache.copy_(eng.dec.k_cache)
+        ref.dec.v_cache.copy_(eng.dec.v_cache)
+        exact.append(ref.step(token, pos).double().log_softmax(-1))
+        out = real_step(token, pos)
+        served.append(out.double().log_softmax(-1))
+        return out
+
+    eng.step = step
+    tokens = 24
+    try:
+        s.run(tokens)
+        t = s.snapshot()["totals"]
+    finally:
+        eng.close()
+    kl = sum(float((p.exp() * (p - q)).sum()) for p, q in zip(exact, served))
+    agree = sum(int(p.argmax()) == int(q.argmax()) for p, q in zip(exact, served))
+    assert t["q_tokens"] == tokens
+    assert t["q_agree"] == agree
+    assert t["quality_kl"] == pytest.approx(kl / tokens, rel=1e-3)
+    assert t["quality_kl"] > 0
+    rerouted = sum(mc.top_k - len(set(sel) & set(np.argsort(-logits)[:mc.top_k].tolist()))
+                   for sel, logits in zip(log.experts, log.logits))
+    assert t["rerouted"] == rerouted > 0
