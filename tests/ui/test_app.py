@@ -11,6 +11,7 @@ from textual.command import CommandPalette
 from textual.widgets import DataTable, Input, Label, Static
 
 from tests.ui.conftest import until
+from tuner.format import COLUMN_SETS
 from tuner.settings import SettingsError, apply
 from tuner.ui.app import create_app
 from tuner.ui.remote import RemoteBackend
@@ -404,7 +405,7 @@ async def test_the_layer_column_stays_when_the_table_scrolls_sideways(embedded, 
     controller.session.pause()
     app = create_app(embedded)
     async with app.run_test(size=(60, 30)) as pilot:
-        await pilot.press("2", "c", "c", "c", "c", "c", "c", "c", "c")  # all columns
+        await pilot.press("2", *"c" * (len(COLUMN_SETS) - 1))  # all columns
         table = app.screen.query_one(LayerTable)
         await until(lambda: table.column_set == "all" and table.row_count, pause=pilot.pause)
         table.focus()
