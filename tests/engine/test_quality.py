@@ -15,6 +15,7 @@ from tuner.engine.reference import Resident
 from tuner.engine.session import Session
 from tuner.knobs import Config
 
+
 @pytest.fixture
 def cfg(small_model) -> Config:
     return Config(model=str(small_model), expert_cache=8, io_workers=3, io_urgent=1,

@@ -39,9 +39,9 @@ from tuner.engine.counters import Counters
 from tuner.engine.model import Decoder, compute_dtype, experts_out
 from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
+from tuner.engine.quality import QualityProbe
 from tuner.engine.routing_source import open_routing
 from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT
-from tuner.engine.quality import QualityProbe
 from tuner.engine.speculate import Speculator
 from tuner.engine.tiers import HostCopy, Sites, Tier
 from tuner.engine.verify import Verifier
@@ -263,7 +263,7 @@ class Engine:
         cfg, mc = self.cfg, self.mc
         K, E = mc.top_k, mc.num_experts
         if self.routing is not None:
-            return self._route_trace(layer)
+            return self._route_trace(layer, logits)
         mask = self.arena.mask(layer) if self.use_residency else None
         selected = router.select(logits, mask, K, cfg.moce_protect, cfg.moce_bonus,
                                  cfg.moce_bonus_r1)
@@ -277,7 +277,7 @@ class Engine:
         scores = host[-K:] if self.dropping else None
         return Routed(host[:K].astype(np.int64).tolist(), selected, ctrl, stale_next, scores)
 
-    def _route_trace(self, layer: int) -> Routed:
+    def _route_trace(self, layer: int, logits: torch.Tensor) -> Routed:
         """The trace's routing, with its own scores for the probe's control and the stale
         gate where it has them."""
         src = self.routing
