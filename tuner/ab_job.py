@@ -10,6 +10,7 @@ from typing import Any
 
 from tuner.measure.ab import run_ab
 from tuner.measure.compare import schedule
+from tuner.measure.gate import check_limits, quality_rules
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ class ABJob:
     pairs: int
     tokens: int
     total_runs: int
+    max_kl: float | None = None  # the quality gate (gate.py); None: not checked
+    min_agreement: float | None = None
     state: str = "running"  # running, done or failed
     runs: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
@@ -50,16 +53,19 @@ class ABRunner:
         self._lock = threading.Lock()
 
     def start(self, a: str, b: str, pairs: int = DEFAULT_PAIRS,
-              tokens: int = DEFAULT_TOKENS) -> ABJob:
-        """Raises PresetError for a preset that cannot be read, ValueError for counts out of
-        range or while another A/B runs; nothing starts then."""
+              tokens: int = DEFAULT_TOKENS, max_kl: float | None = None,
+              min_agreement: float | None = None) -> ABJob:
+        """Raises PresetError for a preset that cannot be read, ValueError for counts or
+        quality limits out of range or while another A/B runs; nothing starts then."""
         check_counts(pairs, tokens)
+        check_limits(max_kl, min_agreement)
         ctl = self.controller
         sa, sb = ctl.preset_settings(a), ctl.preset_settings(b)
         with self._lock:
             if self.job is not None and self.job.state == "running":
                 raise ValueError(f"an A/B is already running ({self.job.a} vs {self.job.b})")
-            job = ABJob(a, b, pairs, tokens, total_runs=len(schedule(pairs)))
+            job = ABJob(a, b, pairs, tokens, total_runs=len(schedule(pairs)), max_kl=max_kl,
+                        min_agreement=min_agreement)
             self.job = job
         threading.Thread(target=self._run, args=(job, sa, sb), daemon=True,
                          name="tuner-ab").start()
@@ -71,7 +77,8 @@ class ABRunner:
         session.pause()
         try:
             job.result = run_ab(sa, sb, job.pairs, job.tokens,
-                                progress=lambda i, n, run: job.runs.append(run))
+                                progress=lambda i, n, run: job.runs.append(run),
+                                rules=quality_rules(job.max_kl, job.min_agreement))
             job.state = "done"
         except Exception as err:  # the job reports it; the live session carries on
             log.exception("A/B %s vs %s failed", job.a, job.b)

@@ -46,3 +46,26 @@ def test_ab_bad_input(live):
     assert httpx.post(api, json={"a": "baseline", "b": "2q", "pairs": 99}).status_code == 422
     assert httpx.post(api, json={"a": "baseline"}).status_code == 422
     assert live.session.state == "running"
+
+
+def test_ab_quality_gate_rejects_the_lossy_preset(live):
+    r = httpx.post(f"{live.url}/api/ab", json={"a": "baseline", "b": "seed001-drop",
+                                               "pairs": 1, "tokens": 16, "max_kl": 0.0})
+    assert r.status_code == 202, r.text
+    assert (r.json()["max_kl"], r.json()["min_agreement"]) == (0.0, None)
+    job = wait_done(live.url)
+    assert job["state"] == "done", job
+    a, b = job["result"]["arms"]["A"], job["result"]["arms"]["B"]
+    assert (a["quality_kl"], a["top1_agreement"], a["rejected"]) == (0.0, 100.0, [])
+    assert b["quality_kl"] > 0 and b["rejected"] == [f"KL {b['quality_kl']:.4g} nats/token "
+                                                     "> max_kl 0"]
+    assert job["result"]["verdict"].startswith("B rejected, whatever its speed")
+    assert all(run["quality_kl"] is not None for run in job["runs"])
+
+
+def test_ab_quality_limits_out_of_range_are_refused(live):
+    api = f"{live.url}/api/ab"
+    for limits in ({"max_kl": -1}, {"min_agreement": 101}):
+        r = httpx.post(api, json={"a": "baseline", "b": "2q", **limits})
+        assert r.status_code == 422, r.text
+    assert live.session.state == "running"

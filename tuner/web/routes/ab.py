@@ -22,6 +22,10 @@ class ABRequest(BaseModel):
     pairs: int = Field(DEFAULT_PAIRS, ge=PAIRS[0], le=PAIRS[1], description="A B pairs before the "
                        "sentinel A")
     tokens: int = Field(DEFAULT_TOKENS, ge=TOKENS[0], le=TOKENS[1], description="tokens per run")
+    max_kl: float | None = Field(None, ge=0, description="reject an arm whose mean KL(exact "
+                                 "|| served) is above this (nats per token), whatever its speed")
+    min_agreement: float | None = Field(None, ge=0, le=100, description="reject an arm whose "
+                                        "top-1 agreement is below this (%), whatever its speed")
 
 
 @router.post("/ab", status_code=202, responses={
@@ -32,7 +36,8 @@ def start(body: ABRequest, controller: ControllerDep) -> dict[str, Any]:
     for name in (body.a, body.b):
         known(controller.store, preset_name(name))
     try:
-        return controller.ab.start(body.a, body.b, body.pairs, body.tokens).as_dict()
+        return controller.ab.start(body.a, body.b, body.pairs, body.tokens, body.max_kl,
+                                   body.min_agreement).as_dict()
     except PresetError:
         raise  # a broken preset file: the preset error handler names file and line
     except ValueError as err:  # another A/B is running
