@@ -330,7 +330,8 @@ class Engine:
                ) -> tuple[list[int], list[Fetch], list[Fetch]]:
         """The arena row of each rank, the timely speculation it claimed (counted here) and
         the fetches it must wait for (demand reads and late speculation). A late speculative
-        read keeps its speculative flag: its bytes count as speculative."""
+        read keeps its speculative flag: its bytes count as speculative. `ranks`: each
+        expert's rank in the routing, where drop_cold left some out."""
         arena, add, miss = self.arena, self.counters.add, self.counters.per_expert.miss
         add(layer, "lookups", len(sel))
         plan = self.slots.claim_layer(layer, sel)
