@@ -55,6 +55,8 @@ async def test_backend_refuses_bad_input_and_starts_nothing(backend):
             await backend.start_ab("baseline", "nope", 1, 16)
         with pytest.raises(BackendError, match="pairs"):
             await backend.start_ab("baseline", "2q", 99, 16)
+        with pytest.raises(BackendError, match="max_kl"):
+            await backend.start_ab("baseline", "2q", 1, 16, max_kl=-1.0)
         assert await backend.ab_status() is None
 
 
@@ -121,3 +123,23 @@ async def test_an_unknown_preset_is_reported_and_starts_nothing(embedded, contro
         assert "no preset of that name" in next(m for m in shown if "nope" in m)
         assert isinstance(app.screen, PresetsScreen)
         assert controller.ab.job is None
+
+
+async def test_the_dialog_takes_quality_limits_and_the_screen_shows_the_gate(embedded,
+                                                                            controller):
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        wait = partial(until, pause=pilot.pause)
+        await open_dialog(pilot, "seed001-drop")
+        await fill(pilot, "#ab-pairs", "1")
+        await fill(pilot, "#ab-tokens", "16")
+        await fill(pilot, "#ab-max_kl", "0")
+        await pilot.press("enter")
+        screen = await wait(lambda: isinstance(app.screen, ABScreen) and app.screen)
+        assert "Quality gate: KL at most 0.0." in str(
+            screen.query_one("#ab-heading", Static).render())
+        result = screen.query_one("#ab-result", Static)
+        await wait(lambda: "verdict:" in str(result.render()), timeout=30)
+        assert "verdict: B rejected, whatever its speed: KL" in str(result.render())
+        assert controller.ab.job.min_agreement is None

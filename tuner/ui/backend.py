@@ -113,10 +113,13 @@ class Backend(ABC):
         [{knob, env, a, b}]."""
 
     @abstractmethod
-    async def start_ab(self, a: str, b: str, pairs: int, tokens: int) -> dict[str, Any]:
+    async def start_ab(self, a: str, b: str, pairs: int, tokens: int,
+                       max_kl: float | None = None, min_agreement: float | None = None
+                       ) -> dict[str, Any]:
         """Starts an A/B of presets `a` and `b` in the background, with the live session
-        paused while it runs; returns the job: {a, b, pairs, tokens, total_runs, state,
-        runs, result, error}. Raises BackendError for an unknown preset, a value out of
+        paused while it runs, rejecting an arm beyond the quality limits; returns the job:
+        {a, b, pairs, tokens, total_runs, max_kl, min_agreement, state, runs, result,
+        error}. Raises BackendError for an unknown preset, a value out of
         range or while another A/B runs; nothing starts then."""
 
     @abstractmethod

@@ -88,10 +88,13 @@ class EmbeddedBackend(Backend):
     async def diff_preset(self, name: str) -> list[dict[str, Any]]:
         return await self._call(self.controller.diff, name)
 
-    async def start_ab(self, a: str, b: str, pairs: int, tokens: int) -> dict[str, Any]:
+    async def start_ab(self, a: str, b: str, pairs: int, tokens: int,
+                       max_kl: float | None = None, min_agreement: float | None = None
+                       ) -> dict[str, Any]:
         try:
-            job = await self._call(self.controller.ab.start, a, b, pairs, tokens)
-        except ValueError as err:  # counts out of range, or another A/B is running
+            job = await self._call(self.controller.ab.start, a, b, pairs, tokens, max_kl,
+                                   min_agreement)
+        except ValueError as err:  # counts or limits out of range, or another A/B runs
             raise BackendError(str(err)) from None
         return job.as_dict()
 

@@ -165,9 +165,12 @@ class RemoteBackend(Backend):
     async def diff_preset(self, name: str) -> list[dict[str, Any]]:
         return await self._request("GET", f"/api/presets/{quote(name, safe='')}/diff")
 
-    async def start_ab(self, a: str, b: str, pairs: int, tokens: int) -> dict[str, Any]:
+    async def start_ab(self, a: str, b: str, pairs: int, tokens: int,
+                       max_kl: float | None = None, min_agreement: float | None = None
+                       ) -> dict[str, Any]:
         return await self._request("POST", "/api/ab",
-                                   json={"a": a, "b": b, "pairs": pairs, "tokens": tokens})
+                                   json={"a": a, "b": b, "pairs": pairs, "tokens": tokens,
+                                         "max_kl": max_kl, "min_agreement": min_agreement})
 
     async def experts(self, window: bool) -> dict[str, Any]:
         return await self._request("GET", "/api/experts",

@@ -20,9 +20,13 @@ if TYPE_CHECKING:
 
 
 def heading(job: dict[str, Any]) -> str:
+    limits = [f"{name} {job[key]}" for key, name in (("max_kl", "KL at most"),
+                                                    ("min_agreement", "top-1 % at least"))
+              if job[key] is not None]
+    gate = f" Quality gate: {', '.join(limits)}." if limits else ""
     return (f"A/B: A = {job['a']}, B = {job['b']}; {job['pairs']} pairs + sentinel A, "
             f"{job['tokens']} tokens per run, each on a fresh session. The live session is "
-            "paused during the A/B; a running one resumes after it.")
+            f"paused during the A/B; a running one resumes after it.{gate}")
 
 
 def progress(job: dict[str, Any]) -> str:

@@ -9,8 +9,9 @@ from textual.widgets import Button, Input, Label
 from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS
 from tuner.ui.screens.dialog import Dialog
 
-# (a, b, pairs, tokens)
-ABRequest = tuple[str, str, int, int]
+# (a, b, pairs, tokens, max_kl, min_agreement); a quality limit of None is not checked
+ABRequest = tuple[str, str, int, int, float | None, float | None]
+OPTIONAL = ("ab-max_kl", "ab-min_agreement")  # empty: that quality limit is off
 
 
 class ABDialog(Dialog[ABRequest | None]):
@@ -30,7 +31,10 @@ class ABDialog(Dialog[ABRequest | None]):
                                             ("b", "preset B", b, "text"),
                                             ("pairs", "A B pairs", str(pairs), "integer"),
                                             ("tokens", "tokens per run", str(tokens),
-                                             "integer")):
+                                             "integer"),
+                                            ("max_kl", "max KL (empty: off)", "", "number"),
+                                            ("min_agreement", "min top-1 % (empty: off)", "",
+                                             "number")):
                 with Horizontal(classes="dialog-field"):
                     yield Label(label)
                     yield Input(value, placeholder=label, type=kind, compact=True,
@@ -48,6 +52,8 @@ class ABDialog(Dialog[ABRequest | None]):
         fields = {i.id: i for i in self.query(Input)}
         for field in fields.values():
             value = field.value.strip()
+            if field.id in OPTIONAL and not value:
+                continue
             if not value or (field.type == "integer" and not value.lstrip("-").isdigit()):
                 field.focus()
                 self.notify(f"{field.placeholder}: a value is needed", severity="warning",
@@ -55,4 +61,6 @@ class ABDialog(Dialog[ABRequest | None]):
                 return
         a, b, pairs, tokens = (fields[k].value.strip()
                                for k in ("ab-a", "ab-b", "ab-pairs", "ab-tokens"))
-        self.dismiss((a, b, int(pairs), int(tokens)))
+        max_kl, min_agreement = (float(v) if (v := fields[k].value.strip()) else None
+                                 for k in OPTIONAL)
+        self.dismiss((a, b, int(pairs), int(tokens), max_kl, min_agreement))

@@ -147,9 +147,11 @@ class PresetsScreen(SnapshotScreen):
         if answer:
             self.run_worker(self.start_ab(*answer), group="ab")
 
-    async def start_ab(self, a: str, b: str, pairs: int, tokens: int) -> None:
-        job = await self.app.attempt(self.app.backend.start_ab(a, b, pairs, tokens),
-                                     "A/B not started")
+    async def start_ab(self, a: str, b: str, pairs: int, tokens: int, max_kl: float | None,
+                       min_agreement: float | None) -> None:
+        job = await self.app.attempt(
+            self.app.backend.start_ab(a, b, pairs, tokens, max_kl, min_agreement),
+            "A/B not started")
         if job is FAILED:
             return
         await self.app.push_screen(ABScreen(job))
