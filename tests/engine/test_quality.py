@@ -83,3 +83,14 @@ def test_quality_counters_equal_an_independent_recomputation(cfg, small_model):
     rerouted = sum(mc.top_k - len(set(sel) & set(np.argsort(-logits)[:mc.top_k].tolist()))
                    for sel, logits in zip(log.experts, log.logits))
     assert t["rerouted"] == rerouted > 0
+
+
+def test_run_prints_the_quality_figures_when_the_probe_is_on(small_model, capsys):
+    from tuner.cli import main
+
+    assert main(["run", "--model", str(small_model), "--tokens", "8", "--expert-cache", "8",
+                 "--drop-cold", "0.3", "--quality-every", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "over 4 compared tokens; the exact pass (" in out
+    assert "note: drop_cold is on: the predictors are scored against the experts computed" \
+        in out

@@ -51,6 +51,10 @@ def main(args: argparse.Namespace) -> int:
     print(f"{snap['model']['name']}: {t['tokens']} tokens, {t['ms_per_token']} ms/token, "
           f"hit rate {t['hit_rate']} %, {t['sync_misses_per_token']} sync misses/token, "
           f"{t['bytes_per_token']} bytes/token, output {snap['output_hash']}")
+    if t["q_tokens"]:
+        print(f"quality: KL {t['quality_kl']} nats/token, top-1 agreement "
+              f"{t['top1_agreement']} % over {t['q_tokens']} compared tokens; the exact "
+              f"pass ({t['quality_ms']} ms each) is not in ms/token")
     if snap["text"]:
         print(f"prompt: {snap['text']['prompt']}\noutput: {snap['text']['output']}")
     for note in snap["notes"]:
