@@ -11,7 +11,7 @@ from typing import Any
 from tuner.engine.workload import check as check_workload
 from tuner.measure.ab import run_ab
 from tuner.measure.compare import schedule
-from tuner.measure.rules import ruleset
+from tuner.measure.rules import check_limits, ruleset
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,8 @@ class ABJob:
     total_runs: int
     workloads: list[str] = field(default_factory=list)  # empty: the live settings' workload
     rules: str = ""  # a rule set of tuner.measure.rules, "" for none
+    max_kl: float | None = None  # the quality gate (rules.py); None: not checked
+    min_agreement: float | None = None
     state: str = "running"  # running, done or failed
     runs: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
@@ -55,11 +57,13 @@ class ABRunner:
 
     def start(self, a: str, b: str, pairs: int = DEFAULT_PAIRS,
               tokens: int = DEFAULT_TOKENS, workloads: list[str] | None = None,
-              rules: str = "") -> ABJob:
+              rules: str = "", max_kl: float | None = None,
+              min_agreement: float | None = None) -> ABJob:
         """Raises PresetError for a preset that cannot be read, WorkloadError for a workload
-        that cannot be loaded, ValueError for counts out of range, an unknown rule set or
-        while another A/B runs; nothing starts then."""
+        that cannot be loaded, ValueError for counts or quality limits out of range, an
+        unknown rule set or while another A/B runs; nothing starts then."""
         check_counts(pairs, tokens)
+        check_limits(max_kl, min_agreement)
         workloads = list(workloads or [])
         for name in workloads:
             check_workload(name)
@@ -71,7 +75,8 @@ class ABRunner:
                 raise ValueError(f"an A/B is already running ({self.job.a} vs {self.job.b})")
             job = ABJob(a, b, pairs, tokens,
                         total_runs=len(schedule(pairs)) * max(1, len(workloads)),
-                        workloads=workloads, rules=rules)
+                        workloads=workloads, rules=rules, max_kl=max_kl,
+                        min_agreement=min_agreement)
             self.job = job
         threading.Thread(target=self._run, args=(job, sa, sb), daemon=True,
                          name="tuner-ab").start()
@@ -84,7 +89,8 @@ class ABRunner:
         try:
             job.result = run_ab(sa, sb, job.pairs, job.tokens,
                                 progress=lambda i, n, run: job.runs.append(run),
-                                workloads=job.workloads, rules=job.rules)
+                                workloads=job.workloads, rules=job.rules, max_kl=job.max_kl,
+                                min_agreement=job.min_agreement)
             job.state = "done"
         except Exception as err:  # the job reports it; the live session carries on
             log.exception("A/B %s vs %s failed", job.a, job.b)

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "tuner.commands.knobs",
     "tuner.commands.bench",
     "tuner.commands.ab",
+    "tuner.commands.quality",
     "tuner.commands.trace",
     "tuner.commands.replay",
     "tuner.commands.budgets",

@@ -99,6 +99,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("moce_bonus_r1", "STRATA_METAL_MOCE_BONUS_R1", float, 0.0,
          "resident preference from rank 1 up to protect", "routing", S000, 0.0, 10.0,
          unit="logit"),
+    Knob("drop_cold", "STRATA_DROP_COLD", float, 0.0,
+         "drop-cold-experts: a routed expert that misses with a routing weight (softmax over "
+         "the selected top-k) below this is neither read nor computed; the top-weighted "
+         "expert is always kept, and prefetch skips predictions it would drop (0 = off)",
+         "routing", S001, 0.0, 1.0, unit="weight"),
     # prefetch
     Knob("prefetch", "STRATA_PREFETCH", str, "off",
          "predictor whose guesses for the next layer are read ahead", "prefetch", S001,
@@ -234,6 +239,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("context", "STRATA_CONTEXT", int, 256,
          "tokens per conversation before the session starts the next prompt", "session",
          "-", 8, 65536, unit="tokens", restart=True),
+    Knob("quality_every", "STRATA_QUALITY_EVERY", int, 0,
+         "quality probe: every this many tokens the exact output (exact top-k, nothing "
+         "dropped) is computed beside the served one, off the timed path, for KL and top-1 "
+         "agreement (0 = off)", "session", "-", 0, 1_000_000, unit="tokens"),
     Knob("window", "STRATA_WINDOW", int, 64,
          "sliding window of the windowed counters (each token keeps a copy of the "
          "counters)", "session", "-", 1, 4096,

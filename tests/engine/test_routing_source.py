@@ -107,3 +107,14 @@ def test_routing_is_switched_on_in_a_running_session(tiny_config, recorded):
     assert any(n.startswith("routing from tuner") for n in snap["notes"])
     got = replay(trace, "lru", snap["arena"]["slots"])
     assert snap["totals"]["hits"] == int(got.hits.sum())
+
+
+def test_a_driven_session_drops_and_probes_quality_too(tiny_config, recorded, run):
+    """drop_cold weighs the trace's routings by the model's own router; the quality probe
+    compares them with the model's exact routing."""
+    path, trace = recorded
+    snap = run(replace(tiny_config, routing=str(path), drop_cold=0.3, quality_every=1), 40)
+    t = snap["totals"]
+    assert t["dropped"] > 0 and t["quality_kl"] > 0
+    assert t["q_tokens"] == snap["phases"]["decode"]["tokens"] > 0  # decoded tokens only
+    assert t["lookups"] == t["hits"] + t["sync_misses"] + t["dropped"]

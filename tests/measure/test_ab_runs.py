@@ -40,9 +40,11 @@ def test_bad_arms_name_what_was_wrong(base, text, error, message):
 
 
 def test_repeated_counters_are_checked():
-    runs = [{"hit_rate": 60.0, "sync_misses": 5, "bytes_per_token": 10, "output_hash": "h"}] * 2
+    runs = [{"hit_rate": 60.0, "sync_misses": 5, "bytes_per_token": 10, "output_hash": "h",
+             "quality_kl": 0.0, "top1_agreement": 100.0}] * 2
     assert repeated(runs) == {"hit_rate": 60.0, "sync_misses": 5, "bytes_per_token": 10,
-                              "output_hash": "h", "differ": [], "identical": True}
+                              "output_hash": "h", "quality_kl": 0.0, "top1_agreement": 100.0,
+                              "differ": [], "identical": True}
     odd = repeated([runs[0], {**runs[0], "bytes_per_token": 12}])
     assert odd["bytes_per_token"] == [10, 12] and odd["differ"] == ["bytes_per_token"]
     assert not odd["identical"]

@@ -75,8 +75,10 @@ def test_the_verdict_and_the_report_write_the_same_difference():
     for timings in ([10.0, 14.19549, 10.0], [67.0, 62.8799, 67.0], [10.0, 10.61496, 10.0]):
         r = compare(timings)
         assert r["readable"]
-        r["arms"]["A"].update(identical=True, differ=[], hit_rate=50.0, bytes_per_token=1)
-        r["arms"]["B"].update(identical=True, differ=[], hit_rate=50.0, bytes_per_token=1)
+        r["arms"]["A"].update(identical=True, differ=[], hit_rate=50.0, bytes_per_token=1,
+                                 quality_kl=0.0, top1_agreement=100.0)
+        r["arms"]["B"].update(identical=True, differ=[], hit_rate=50.0, bytes_per_token=1,
+                                 quality_kl=0.0, top1_agreement=100.0)
         mean_line = next(line for line in result_lines(r) if line.startswith("mean difference"))
         shown = mean_line.split("mean difference B - A ")[1].split(" ms/token (")
         diff, pct = shown[0], shown[1].split(" %)")[0]

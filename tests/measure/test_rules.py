@@ -56,7 +56,8 @@ def test_timely_hits_must_not_turn_into_exposed_waits():
 def runs_of(a: dict, b: dict, pairs: int = 2, out_b: str = "aa") -> list[dict]:
     """Schedule A B A B A with the same phase figures in every run of an arm."""
     def run(arm_: str, figures: dict) -> dict:
-        phase = {"tokens": 10, "ms_per_token": 1.0, **figures}
+        phase = {"tokens": 10, "ms_per_token": 1.0, "quality_kl": 0.0, "top1_agreement": 100.0,
+                 **figures}
         return {"arm": arm_, "output_hash": "aa" if arm_ == "A" else out_b,
                 "phases": {"prefill": phase, "decode": phase}}
     return [run(x, a if x == "A" else b) for x in ["A", "B"] * pairs + ["A"]]

@@ -55,6 +55,8 @@ async def test_backend_refuses_bad_input_and_starts_nothing(backend):
             await backend.start_ab("baseline", "nope", 1, 16)
         with pytest.raises(BackendError, match="pairs"):
             await backend.start_ab("baseline", "2q", 99, 16)
+        with pytest.raises(BackendError, match="max_kl"):
+            await backend.start_ab("baseline", "2q", 1, 16, max_kl=-1.0)
         assert await backend.ab_status() is None
 
 
@@ -90,7 +92,7 @@ async def test_an_ab_started_from_the_presets_screen_shows_runs_and_verdict(
         assert [dialog.query_one(f"#ab-{k}", Input).value for k in ("a", "b", "pairs", "tokens")
                 ] == ["baseline", "2q", "2", "64"]
         await fill(pilot, "#ab-pairs", "1")
-        await fill(pilot, "#ab-tokens", "16")
+        await fill(pilot, "#ab-tokens", "32")
         await fill(pilot, "#ab-workloads", "chat-cold")
         await fill(pilot, "#ab-rules", "seed000")
         await pilot.press("enter")
@@ -102,6 +104,9 @@ async def test_an_ab_started_from_the_presets_screen_shows_runs_and_verdict(
         runs = screen.query_one("#ab-runs", DataTable)
         assert [runs.get_row_at(i)[1:3] for i in range(runs.row_count)] == [
             ["chat-cold", "A"], ["chat-cold", "B"], ["chat-cold", "A"]]
+        # quality per run (KL, top-1 %) and per arm: 2q changes no output
+        assert [runs.get_row_at(i)[6:8] for i in range(runs.row_count)] == [["0", "100.0"]] * 3
+        assert "KL 0.0 nats/token, top-1 agreement 100.0 %" in str(result.render())
         assert "done: 3 runs" in str(screen.query_one("#ab-progress", Static).render())
         assert "decode_2q False -> True" in str(result.render())
         assert "rules seed000:" in str(result.render())
@@ -124,3 +129,23 @@ async def test_an_unknown_preset_is_reported_and_starts_nothing(embedded, contro
         assert "no preset of that name" in next(m for m in shown if "nope" in m)
         assert isinstance(app.screen, PresetsScreen)
         assert controller.ab.job is None
+
+
+async def test_the_dialog_takes_quality_limits_and_the_screen_shows_the_gate(embedded,
+                                                                            controller):
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        wait = partial(until, pause=pilot.pause)
+        await open_dialog(pilot, "seed001-drop")
+        await fill(pilot, "#ab-pairs", "1")
+        await fill(pilot, "#ab-tokens", "32")
+        await fill(pilot, "#ab-max_kl", "0")
+        await pilot.press("enter")
+        screen = await wait(lambda: isinstance(app.screen, ABScreen) and app.screen)
+        assert "Quality gate: KL at most 0.0." in str(
+            screen.query_one("#ab-heading", Static).render())
+        result = screen.query_one("#ab-result", Static)
+        await wait(lambda: "verdict:" in str(result.render()), timeout=30)
+        assert "verdict: reject B: rule quality fails on " in str(result.render())
+        assert controller.ab.job.min_agreement is None

@@ -69,3 +69,26 @@ def test_ab_on_workloads_with_rules(live, tmp_path):
                        ({"rules": "seed999"}, "seed000")):
         r = httpx.post(api, json={"a": "baseline", "b": "2q", **body})
         assert r.status_code == 422 and says in r.text, r.text
+def test_ab_quality_gate_rejects_the_lossy_preset(live):
+    r = httpx.post(f"{live.url}/api/ab", json={"a": "baseline", "b": "seed001-drop",
+                                               "pairs": 1, "tokens": 32, "max_kl": 0.0})
+    assert r.status_code == 202, r.text
+    assert (r.json()["max_kl"], r.json()["min_agreement"]) == (0.0, None)
+    job = wait_done(live.url)
+    assert job["state"] == "done", job
+    result = job["result"]
+    a, b = result["arms"]["A"], result["arms"]["B"]
+    assert (a["quality_kl"], a["top1_agreement"]) == (0.0, 100.0) and b["quality_kl"] > 0
+    [gate] = [o for o in result["outcomes"] if o["rule"] == "quality"]
+    assert (gate["phase"], gate["status"], gate["arm"]) == ("decode", "reject", "B")
+    assert gate["reason"] == f"B: KL {b['quality_kl']:.4g} nats/token > max_kl 0"
+    assert result["verdict"].startswith("reject B: rule quality fails on ")
+    assert all(run["quality_kl"] is not None for run in job["runs"])
+
+
+def test_ab_quality_limits_out_of_range_are_refused(live):
+    api = f"{live.url}/api/ab"
+    for limits in ({"max_kl": -1}, {"min_agreement": 101}):
+        r = httpx.post(api, json={"a": "baseline", "b": "2q", **limits})
+        assert r.status_code == 422, r.text
+    assert live.session.state == "running"

@@ -118,3 +118,12 @@ def test_the_conversation_is_shown_as_text(live):
     assert '<div id="text">' in html and html_escape(text["prompt"]) in html
     snap = dict(live.session.snapshot(), text=None)
     assert "no tokenizer.json" in PageView(lambda settings: "", None).render(snap)
+
+
+def test_the_engines_notes_are_shown_and_say_how_to_read_the_predictors_under_drop(live):
+    view = PageView(lambda settings: "", None)
+    assert '<ul id="notes" role="status"></ul>' in view.render(live.session.snapshot())
+    live.controller.change({"drop_cold": 0.1})
+    html = view.render(live.session.snapshot())
+    assert "read prev and stale against ctrl" in html
+    assert html_escape("quality_every > 0 measures") in html

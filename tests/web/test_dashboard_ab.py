@@ -50,8 +50,25 @@ def test_ab_bad_input_gives_a_message_and_starts_nothing(live):
             ({"a": "baseline", "b": "nope", "pairs": "1", "tokens": "16"}, "no preset named"),
             ({"a": "../x", "b": "2q", "pairs": "1", "tokens": "16"}, "x"),
             ({"a": "baseline", "b": "2q", "pairs": "99", "tokens": "16"}, "pairs = 99"),
-            ({"a": "baseline", "b": "2q", "pairs": "1", "tokens": "many"}, "tokens must be")):
+            ({"a": "baseline", "b": "2q", "pairs": "1", "tokens": "many"}, "tokens must be"),
+            ({"a": "baseline", "b": "2q", "pairs": "1", "tokens": "16", "max_kl": "low"},
+             "max_kl must be a number or empty"),
+            ({"a": "baseline", "b": "2q", "pairs": "1", "tokens": "16",
+              "min_agreement": "120"}, "min_agreement = 120.0: must be from 0 to 100")):
         r = httpx.post(f"{live.url}/ui/ab", data=data, headers=live.page_headers)
         assert r.status_code == 200 and 'class="error"' in r.text and message in r.text
     assert live.controller.ab.job is None
     assert live.session.state == "running"
+
+
+def test_the_panel_shows_quality_per_run_and_arm_and_the_gate(live):
+    data = {"a": "baseline", "b": "seed001-drop", "pairs": "1", "tokens": "32",
+            "max_kl": "0", "min_agreement": ""}
+    r = httpx.post(f"{live.url}/ui/ab", data=data, headers=live.page_headers)
+    assert "quality gate: max KL 0.0, min top-1 off" in r.text
+    html = poll(live.url)
+    job = live.controller.ab.job
+    assert job.state == "done", job.error
+    assert "<th>KL</th><th>top-1 %</th>" in html
+    assert html.count("<td>100.00</td>") >= 2  # the baseline's runs agree fully
+    assert "reject B: rule quality fails on " in html and 'class="error"><b>verdict' in html

@@ -163,7 +163,8 @@ def test_metrics_has_the_headline_figures_of_both_spans(live):
     for h in HEADLINES:
         assert f"# TYPE tuner_{h.key} gauge" in lines
         assert any(ln.startswith(f'tuner_{h.key}{{span="window"}}') for ln in lines) \
-            or h.key.endswith("usefulness")  # none measured with prefetch off
+            or h.key.endswith("usefulness") or h.key in ("top1_agreement", "quality_kl")
+        # none measured with prefetch off or the quality probe off (quality_every = 0)
     assert any(ln.startswith('tuner_hit_rate{span="cumulative"} ') for ln in lines)
 
 

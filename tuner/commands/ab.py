@@ -7,9 +7,10 @@ import sys
 
 from tuner.cli import add_knob_flags, engine_settings, print_json
 from tuner.engine.workload import NAMES, WorkloadError
+from tuner.format import figure
 from tuner.measure.ab import arm_settings, run_ab
 from tuner.measure.report import knob_change, result_lines
-from tuner.measure.rules import RULESETS
+from tuner.measure.rules import RULESETS, check_limits
 from tuner.settings import SettingsError, apply
 
 
@@ -32,6 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "outcomes per workload and phase decide the verdict (seed000: sync misses "
                    "per token not higher, bonus-0 output identical, no timely hits turned "
                    "into exposed waits)")
+    p.add_argument("--max-kl", type=float, help="quality gate: reject an arm whose mean "
+                   "KL(exact || served) is above this many nats per token, whatever its speed")
+    p.add_argument("--min-agreement", type=float, help="quality gate: reject an arm whose "
+                   "top-1 agreement with exact routing is below this percentage, whatever its "
+                   "speed")
     p.add_argument("--json", action="store_true")
     add_knob_flags(p)  # the base both arms start from; each arm's knobs go on top
     p.set_defaults(func=main)
@@ -50,11 +56,12 @@ def main(args: argparse.Namespace) -> int:
     a, b = arm_settings(args.a, base), arm_settings(args.b, base)
     workloads = [w.strip() for w in args.workloads.split(",")] if args.workloads else None
     try:
+        check_limits(args.max_kl, args.min_agreement)
         if workloads:  # each one checked before the first run
             [apply(base, {"workload": w}) for w in workloads]
         result = run_ab(a, b, args.pairs, args.tokens, args.warmup, _progress, workloads,
-                        args.rules)
-    except (SettingsError, WorkloadError) as err:
+                        args.rules, args.max_kl, args.min_agreement)
+    except (SettingsError, WorkloadError, ValueError) as err:
         raise SystemExit(f"tuner ab: {err}") from None
     result["labels"] = {"A": args.a, "B": args.b}
     if args.json:
@@ -70,9 +77,10 @@ def _print(r: dict) -> None:
           f"{r['warmup_runs']} warm-up run(s) of A not counted")
     print(f"start state: {r['start_state']}")
     print(f"{'run':>3} {'workload':<12} {'arm':>3} {'ms/token':>9} {'hit %':>7} "
-          f"{'bytes/token':>12} output")
+          f"{'bytes/token':>12} {'KL':>10} {'top-1 %':>7} output")
     for run in r["runs"]:
         print(f"{run['run']:>3} {run['workload']:<12} {run['arm']:>3} "
               f"{run['ms_per_token']:>9.3f} {run['hit_rate']:>7.2f} "
-              f"{run['bytes_per_token']:>12} {run['output_hash']}")
+              f"{run['bytes_per_token']:>12} {figure(run['quality_kl']):>10} "
+              f"{figure(run['top1_agreement'], '%'):>7} {run['output_hash']}")
     print("\n".join(result_lines(r)))

@@ -55,6 +55,10 @@ def main(args: argparse.Namespace) -> int:
     print(f"workload {snap['workload']['name']}: prefill {pre['tokens']} tokens of "
           f"{pre['prompts']} prompts, {pre['ms_per_token']} ms/token, time to first token "
           f"{pre['ttft_ms']} ms; decode {dec['tokens']} tokens, {dec['ms_per_token']} ms/token")
+    if t["q_tokens"]:
+        print(f"quality: KL {t['quality_kl']} nats/token, top-1 agreement "
+              f"{t['top1_agreement']} % over {t['q_tokens']} compared tokens; the exact "
+              f"pass ({t['quality_ms']} ms each) is not in ms/token")
     if snap["text"]:
         print(f"prompt: {snap['text']['prompt']}\noutput: {snap['text']['output']}")
     for note in snap["notes"]:

@@ -30,7 +30,8 @@ class Column:
 COUNTERS: tuple[Column, ...] = (
     Column("routings", "experts", "routed (token, layer, expert) choices"),
     Column("lookups", "experts", "(layer, expert) lookups in the arena: one per routing in "
-           "decode, one per expert of a prompt's union in batched prefill"),
+           "decode (dropped ones included), one per expert of a prompt's union in batched "
+           "prefill"),
     Column("hits", "experts", "lookups found resident in the arena"),
     Column("sync_misses", "experts", "lookups that missed: waited for a demand read, or with "
            "cpu_pool were computed at the link or CPU site"),
@@ -78,10 +79,28 @@ COUNTERS: tuple[Column, ...] = (
            "and token"),
     Column("checkres_mismatches", "experts", "experts whose router-visible residency differed "
            "from the arena's slot map at a check"),
+    Column("dropped", "experts", "routed experts that missed with a routing weight below "
+           "drop_cold: neither read nor computed"),
+    Column("dropped_mass", "weight", "routing weight of the dropped experts (softmax over the "
+           "selected top-k; each routing's weights sum to 1)"),
+    Column("bytes_dropped", "bytes", "expert bytes not read because their expert was dropped"),
+    Column("rerouted", "experts", "routed experts outside the exact top-k of the layer's own "
+           "router (moce's resident bonus, a routing trace)"),
+    # The quality probe's counts are per sampled token: they sit on the last layer's row,
+    # the layer whose output the model's next-token distribution is.
+    Column("q_tokens", "tokens", "tokens the quality probe compared with the exact output "
+           "(every quality_every tokens; last layer's row)"),
+    Column("q_agree", "tokens", "compared tokens whose served and exact top-1 agree"),
+    Column("q_kl", "nats", "sum of KL(exact || served) of the next-token distributions"),
+    Column("q_ms", "ms", "time of the quality probe's exact passes (not in layer_ms nor in "
+           "ms per token)"),
+    Column("q_bytes", "bytes", "bytes the quality probe read for its exact passes (not in "
+           "the bytes read)"),
 )
 PHASES = ("prefill", "decode")  # the first dimension of every count
 IDX = {c.name: i for i, c in enumerate(COUNTERS)}
 PREDICTORS = ("prev", "stale", "ctrl")
+QUALITY = ("q_tokens", "q_agree", "q_kl", "q_ms", "q_bytes")
 PF_CLASSES = ("pf_cancelled", "pf_partial", "pf_unused", "pf_late", "pf_timely")
 
 # Columns computed from the counts, shown beside them.
@@ -130,6 +149,19 @@ TOTALS: tuple[Column, ...] = (
     *(c for c in DERIVED if c.name.startswith(PREDICTORS)),
     Column("prompts", "prompts", "prompts prefilled"),
     Column("ttft_ms", "ms", "time to first token: prefill time per prompt"),
+    Column("dropped_per_token", "experts/token", "experts dropped (drop_cold) per token"),
+    Column("dropped_mass_pct", "%", "routing weight dropped / routing weight routed (each "
+           "routing of k experts carries 1)"),
+    Column("bytes_dropped_per_token", "bytes/token", "expert bytes not read per token "
+           "because their expert was dropped"),
+    Column("rerouted_pct", "%", "rerouted / routings: routed experts outside the layer's "
+           "exact top-k"),
+    Column("top1_agreement", "%", "quality probe: tokens whose served top-1 equals the exact "
+           "one / tokens compared (- when quality_every = 0)"),
+    Column("quality_kl", "nats", "quality probe: mean KL(exact || served) of the next-token "
+           "distribution per compared token"),
+    Column("quality_ms", "ms", "quality probe: time of one exact pass, off the timed path "
+           "(not in ms per token)"),
 )
 
 
@@ -151,6 +183,8 @@ HEADLINES: tuple[Headline, ...] = (
     Headline("sync_misses_per_token", "sync misses per token"),
     Headline("issue_usefulness", "prefetch useful"),
     Headline("timely_usefulness", "prefetch timely"),
+    Headline("top1_agreement", "top-1 agreement"),
+    Headline("quality_kl", "KL exact || served"),
 )
 
 
@@ -320,6 +354,18 @@ class Counters:
             scored = s[IDX[f"{p}_scored"]]
             t[f"{p}_pct"] = _pct(s[IDX[f"{p}_slots"]], scored * self.top_k)
             t[f"{p}_whole_pct"] = _pct(s[IDX[f"{p}_whole"]], scored)
+        compared = s[IDX["q_tokens"]]
+        t.update({
+            "dropped_per_token": _per_token(s[IDX["dropped"]], tokens),
+            "dropped_mass_pct": _pct(s[IDX["dropped_mass"]], s[IDX["routings"]] / self.top_k),
+            "bytes_dropped_per_token": round(s[IDX["bytes_dropped"]] / tokens) if tokens
+            else None,
+            "rerouted_pct": _pct(s[IDX["rerouted"]], s[IDX["routings"]]),
+            "top1_agreement": _pct(s[IDX["q_agree"]], compared),
+            # KL is often tiny: significant digits, not decimals
+            "quality_kl": float(f"{s[IDX['q_kl']] / compared:.4g}") if compared else None,
+            "quality_ms": round(s[IDX["q_ms"]] / compared, 3) if compared else None,
+        })
         return t
 
 

@@ -4,10 +4,12 @@ Per layer (seed 000 section 3, `at_layer` and `after_layer`):
 
 1. route (exact or moce against the published residency), and in the same host sync fetch
    the predictor probe's control ranking and layer l+1's router applied to this input;
+   with drop_cold, misses of low routing weight are dropped here (drop.py);
 2. claim: pin the wanted residents, claim wanted speculation (timely when its read is
    complete, late when still in flight: promoted to urgent and waited for), then take a
    victim slot for each miss in rank order and issue its demand read;
-3. speculate: read ahead the predicted misses of the next layer (prefetch off/prev/stale);
+3. speculate: read ahead the predicted misses of the next layer (prefetch off/prev/stale),
+   less those drop_cold would drop;
 4. land the layer's reads (on CUDA: uploaded together), gather the routed experts' rows
    into one batch and compute it, summed in rank order, so the output never depends on
    which read finished first;
@@ -17,7 +19,8 @@ Per layer (seed 000 section 3, `at_layer` and `after_layer`):
 
 `Engine` orders these steps; the arena (arena.py) owns the memory and the slot map, the
 speculator (speculate.py) speculation and limbo, and the three-site path of `cpu_pool`
-lives in tiers.py.
+lives in tiers.py. The quality probe (quality.py) runs the exact model on sampled tokens
+before `step`, outside the token's timing (`exact_first`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from tuner.engine import router
+from tuner.engine import drop, router
 from tuner.engine.arena import Arena, Fetch
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.clock import clock_for
@@ -37,6 +40,7 @@ from tuner.engine.model import Decoder, compute_dtype, experts_out
 from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
 from tuner.engine.prefill import PROMPT_BATCH, prefill
+from tuner.engine.quality import QualityProbe
 from tuner.engine.routing_source import open_routing
 from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT, RESIDENT, quotas_for
 from tuner.engine.speculate import Speculator
@@ -84,6 +88,7 @@ class Routed:
     selected: torch.Tensor  # the same on the compute device
     ctrl: list[int] | None  # the probe's control: this layer's router on its input, top-k
     stale_next: np.ndarray | None  # layer l+1's router on this input [E], on the host
+    scores: np.ndarray | None = None  # the selected experts' logits [k], host (drop_cold)
 
 
 def _top(logits: np.ndarray, k: int) -> list[int]:
@@ -114,6 +119,7 @@ class Engine:
         self.routing = open_routing(cfg.routing, L, E, K)  # None: the model's routers route
         self.tier = Tier(L, E, self.slots)
         self.sites: Sites | None = None  # made when cpu_pool is first switched on
+        self.quality: QualityProbe | None = None  # made when quality_every is first set
         self.steps = 0
         self.apply_live(cfg)
 
@@ -136,6 +142,9 @@ class Engine:
         self.slots.set_policy(policy_name(cfg.decode_2q))
         self.slots.quotas = quotas
         self.use_residency = cfg.moce_bonus > 0 or cfg.moce_bonus_r1 > 0
+        self.dropping = cfg.drop_cold > 0 and not cfg.cpu_pool
+        if cfg.quality_every and self.quality is None:
+            self.quality = QualityProbe(self.ckpt, self.dec, self.counters, cfg)
         self.adapt_fetch = (cfg.cpu_pool and cfg.adapt_fetch > 0 and cfg.pcie_frac > 0
                             and not cfg.adapt_overlap)
 
@@ -167,6 +176,15 @@ class Engine:
             out.append(f"moce_protect {cfg.moce_protect} acts as {self.mc.top_k} (top-k)")
         if self.routing is not None:
             out.extend(self.routing.notes(cfg))
+        if cfg.drop_cold and cfg.cpu_pool:
+            out.append("drop_cold is off with cpu_pool: it drops streamed misses only")
+        if self.dropping:
+            out.append("drop_cold is on: the predictors are scored against the experts "
+                       "computed, so ctrl reads below 100 % by the dropped share; read prev "
+                       "and stale against ctrl, not against 100 %")
+        if (self.use_residency or self.dropping or self.routing) and not cfg.quality_every:
+            out.append("the output differs from exact routing; quality_every > 0 measures "
+                       "what that costs (KL, top-1 agreement)")
         return out
 
     def reset_counters(self) -> None:
@@ -185,6 +203,14 @@ class Engine:
         self.prev_sel = [None] * self.mc.num_layers
         if self.route_log is not None:
             self.route_log.start()
+
+    def exact_first(self, token: int, pos: int) -> torch.Tensor | None:
+        """On a token the quality probe samples, the exact logits of `token` at `pos`; run
+        before `step` of the same position, outside its timing. None on other tokens."""
+        every = self.cfg.quality_every
+        if not every or self.steps % every:
+            return None
+        return self.quality.exact(token, pos)
 
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:
@@ -255,21 +281,29 @@ class Engine:
             self.tier.observe(l, sel, cfg.adapt_decay)
         if self.route_log is not None:
             self.route_log.add(sel, logits, stale)
-        self._probe(l, sel, routed.ctrl, stale)
+        ranks = self._drop(l, sel, routed.scores) if self.dropping and sel else None
+        served = sel if ranks is None else [sel[r] for r in ranks]
+        self._probe(l, sel, served, routed.ctrl, stale)
         if cfg.cpu_pool:
             outs = self.sites.serve(l, x, sel, cfg, self.adapt_fetch)
         else:
-            rows, timely, waited, missed = self._claim(l, sel)
-            self.counters.per_expert.miss[l, missed] = True
+            rows, timely, waited, missed = self._claim(l, served)
+            self.counters.per_expert.miss[l, [r if ranks is None else ranks[r]
+                                              for r in missed]] = True
             if routed.stale_next is not None and cfg.prefetch != "off":
                 guess = predict(cfg, self.mc.top_k, self.prev_sel[l + 1],
                                 torch.from_numpy(routed.stale_next),
                                 lambda: self.arena.mask_host[l + 1])
+                if self.dropping:
+                    guess = drop.speculable(guess, drop.share(routed.stale_next[guess]),
+                                            cfg.drop_cold)
                 self.spec.issue(cfg, l + 1, guess)
             self._land(l, timely, waited)
             outs = experts_out(x, self.arena.gather(rows)) if sel else None
         if sel:  # a trace may leave a layer without a routing for a token
             w = router.weights(logits, routed.selected, self.mc.norm_topk_prob)
+            if len(served) < len(sel):  # the dropped experts' shares are left out
+                w = w[ranks]
             h = h + self.dec.moe_output(l, x, w, outs)
         self.spec.retire(l)
         self.slots.pinned.clear()
@@ -283,19 +317,21 @@ class Engine:
         cfg, mc = self.cfg, self.mc
         K, E = mc.top_k, mc.num_experts
         if self.routing is not None:
-            return self._route_trace(layer)
+            return self._route_trace(layer, logits)
         mask = self.arena.mask(layer) if self.use_residency else None
         selected = router.select(logits, mask, K, cfg.moce_protect, cfg.moce_bonus,
                                  cfg.moce_bonus_r1)
         has_next = layer + 1 < mc.num_layers
         routers = self.dec.routers[layer:layer + 1 + has_next]  # [1 or 2, E, D]
         probes = routers.view(-1, mc.hidden_size) @ x.float()  # [E] ctrl, [E] stale
-        host = torch.cat([selected.float(), probes]).cpu().numpy()  # the layer's one sync
+        parts = [selected.float(), probes] + ([logits[selected]] if self.dropping else [])
+        host = torch.cat(parts).cpu().numpy()  # the layer's one sync
         ctrl = _top(host[K:K + E], K)
-        stale_next = host[K + E:] if has_next else None
-        return Routed(host[:K].astype(np.int64).tolist(), selected, ctrl, stale_next)
+        stale_next = host[K + E:K + 2 * E] if has_next else None
+        scores = host[-K:] if self.dropping else None
+        return Routed(host[:K].astype(np.int64).tolist(), selected, ctrl, stale_next, scores)
 
-    def _route_trace(self, layer: int) -> Routed:
+    def _route_trace(self, layer: int, logits: torch.Tensor) -> Routed:
         """The trace's routing, with its own scores for the probe's control and the stale
         gate where it has them."""
         src = self.routing
@@ -303,14 +339,33 @@ class Engine:
         sel, selected = src.select(layer, resident, self.cfg, self.device)
         ctrl = src.scores("logits", layer)
         stale_next = src.stale(layer + 1) if layer + 1 < self.mc.num_layers else None
+        scores = logits[selected].cpu().numpy() if self.dropping and sel else None
         return Routed(sel, selected, None if ctrl is None or not sel else _top(ctrl, len(sel)),
-                      stale_next)
+                      stale_next, scores)
 
-    def _probe(self, layer: int, sel: list[int], ctrl: list[int],
+    def _drop(self, layer: int, sel: list[int], scores: np.ndarray) -> list[int]:
+        """drop-cold-experts: the ranks of the routing that are computed (drop.py); the
+        dropped ones are counted, as lookups too, so dropping never raises the hit rate."""
+        weights = drop.share(scores)
+        present = [self.slots.find((layer, e)) is not None for e in sel]
+        ranks = drop.kept(weights, present, self.cfg.drop_cold)
+        gone = len(sel) - len(ranks)
+        if gone:
+            add = self.counters.add
+            add(layer, "lookups", gone)
+            add(layer, "dropped", gone)
+            add(layer, "dropped_mass", float(weights.sum() - weights[ranks].sum()))
+            add(layer, "bytes_dropped", gone * self.ckpt.expert_bytes)
+        return ranks
+
+    def _probe(self, layer: int, sel: list[int], served: list[int], ctrl: list[int] | None,
                stale: np.ndarray | None) -> None:
-        """Scores prev, stale and ctrl on this routing; layer 0 and a sequence's first token
-        are unscored, never wrong."""
-        K, add, actual = len(sel), self.counters.add, set(sel)
+        """Scores prev, stale and ctrl against the experts computed (`served`: the routing
+        `sel` less what drop_cold dropped), and counts the routed experts outside the exact
+        top-k; layer 0 and a sequence's first token are unscored, never wrong."""
+        K, add, actual = len(sel), self.counters.add, set(served)
+        if ctrl is not None and sel:
+            add(layer, "rerouted", K - len(set(sel).intersection(ctrl)))
         guesses = {} if not sel else {
             "prev": self.prev_sel[layer],
             "stale": None if stale is None else _top(stale, K),
@@ -323,14 +378,15 @@ class Engine:
             add(layer, f"{name}_scored")
             add(layer, f"{name}_slots", named)
             add(layer, f"{name}_whole", float(named == K))
-        self.prev_sel[layer] = sel
+        self.prev_sel[layer] = served
 
     def _claim(self, layer: int, sel: list[int], stream: bool = True
                ) -> tuple[list[int], list[Fetch], list[Fetch], list[int]]:
-        """The arena row of each rank, the timely speculation it claimed (counted here), the
-        fetches it must wait for (demand reads and late speculation) and the ranks that
-        missed. A late speculative read keeps its speculative flag: its bytes count as
-        speculative. Without `stream` misses are read into staging rows and not kept."""
+        """The arena row of each of `sel`, the timely speculation it claimed (counted here),
+        the fetches it must wait for (demand reads and late speculation) and the positions
+        in `sel` that missed. A late speculative read keeps its speculative flag: its bytes
+        count as speculative. Without `stream` misses are read into staging rows and not
+        kept."""
         arena, add = self.arena, self.counters.add
         add(layer, "lookups", len(sel))
         plan = self.slots.claim_layer(layer, sel, stream)
@@ -383,3 +439,5 @@ class Engine:
         self.arena.close()
         if self.sites:
             self.sites.close()
+        if self.quality:
+            self.quality.close()

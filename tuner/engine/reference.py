@@ -9,6 +9,8 @@ device, so a token runs without a single host sync.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from tuner.engine import router
@@ -36,18 +38,29 @@ class Resident:
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:
         """Logits [V] (float32)."""
-        dec, mc = self.dec, self.mc
-        h = dec.embed_token(token)
-        for layer in range(mc.num_layers):
-            h = dec.attention(layer, h, pos)
-            x = dec.moe_input(layer, h)
-            logits = dec.router_logits(layer, x)
-            sel = router.select(logits, None, mc.top_k, 0, 0.0, 0.0)
-            if self.mem is not None:
-                torch.index_select(self.mem, 0, sel + layer * mc.num_experts, out=self.batch)
-                outs = experts_out(x, self.layout.weights(self.batch))
-            else:
-                outs = self.no_experts
-            w = router.weights(logits, sel, mc.norm_topk_prob)
-            h = h + dec.moe_output(layer, x, w, outs)
-        return dec.logits(h)
+        return exact_step(self.dec, token, pos, self._outs)
+
+    def _outs(self, layer: int, x: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
+        if self.mem is None:
+            return self.no_experts
+        torch.index_select(self.mem, 0, sel + layer * self.mc.num_experts, out=self.batch)
+        return experts_out(x, self.layout.weights(self.batch))
+
+
+Outs = Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def exact_step(dec: Decoder, token: int, pos: int, outs: Outs) -> torch.Tensor:
+    """One token through every layer with exact top-k routing; `outs(layer, x, sel)` gives
+    the selected experts' outputs [k, D] in rank order. Logits [V] (float32). It writes this
+    position's keys and values into the decoder's KV cache, as any step does."""
+    mc = dec.cfg
+    h = dec.embed_token(token)
+    for layer in range(mc.num_layers):
+        h = dec.attention(layer, h, pos)
+        x = dec.moe_input(layer, h)
+        logits = dec.router_logits(layer, x)
+        sel = router.select(logits, None, mc.top_k, 0, 0.0, 0.0)
+        w = router.weights(logits, sel, mc.norm_topk_prob)
+        h = h + dec.moe_output(layer, x, w, outs(layer, x, sel))
+    return dec.logits(h)

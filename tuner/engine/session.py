@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 
@@ -370,8 +371,13 @@ class Session:
         self._step([self._feed.popleft() for _ in range(n)], "prefill")
         return n
 
-    def _step(self, ids: list[int], phase: str) -> None:
+    def _step(self, ids: list[int], phase: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Runs `ids` from the current position, one decoded token or prompt tokens: (the
+        last one's logits on the host, the quality probe's exact logits on a decoded token it
+        samples, else None). The probe's exact pass runs before the timed span and is scored
+        after it."""
         eng = self.engine
+        exact = eng.exact_first(ids[0], self.pos) if phase == "decode" else None
         t0 = time.perf_counter()
         if phase == "decode":
             logits = eng.step(ids[0], self.pos)
@@ -383,12 +389,31 @@ class Session:
         self._logits = logits
         self.pos += len(ids)
         self._resident = eng.resident_counts()
-        eng.counters.end_token(time.perf_counter() - t0, len(ids), phase,
+        seconds = time.perf_counter() - t0
+        if exact is not None:
+            eng.quality.score(exact, host)
+        eng.counters.end_token(seconds, len(ids), phase,
                                prompts=int(phase == "prefill" and not self._feed))
         self._take_residency()
         for tok in ids:
             self._hash.update(tok.to_bytes(4, "little"))
         self._hash.update(host.numpy().tobytes())
+        return host, exact
+
+    def forced(self, ids: list[int]) -> Iterator[tuple[int, torch.Tensor, torch.Tensor | None]]:
+        """Teacher forcing on the calling thread: feeds `ids` in windows of the context, each
+        a new sequence, and yields (the next id, the served logits, the exact logits or None)
+        at every position that has a next id; settles speculation at the end."""
+        use_threads(self.cfg.threads)
+        span = self.cfg.context
+        for start in range(0, len(ids) - 1, span):
+            window = ids[start:start + span + 1]
+            self.engine.reset_sequence()
+            self.pos = 0
+            for tok, nxt in zip(window, window[1:]):
+                served, exact = self._step([tok], "decode")
+                yield nxt, served, exact
+        self.engine.drain()
 
     def _turn_done(self) -> bool:
         turn = self._turn
@@ -418,7 +443,7 @@ class Session:
         `sequence`: a new conversation is a new routing sequence too (the predictors start
         over)."""
         index, turn = next(self._turns)
-        ids = self._ids(turn.prompt)[: max(1, self.cfg.context - 1)]
+        ids = self.token_ids(turn.prompt)[: max(1, self.cfg.context - 1)]
         new = force_new or index == 0 or self.pos + len(ids) >= self.cfg.context
         if new:
             if sequence:
@@ -431,7 +456,8 @@ class Session:
         self._conversation[0].extend(ids)
         self._turn, self.turn_index, self._generated = turn, index, 0
 
-    def _ids(self, prompt: str | tuple[int, ...]) -> list[int]:
+    def token_ids(self, prompt: str | tuple[int, ...]) -> list[int]:
+        """A turn's prompt as token ids (text encoded once, when the session was built)."""
         return self._encoded[prompt] if isinstance(prompt, str) else list(prompt)
 
     def _sample(self, logits: torch.Tensor) -> int:

@@ -6,23 +6,31 @@ applied on top of common base settings. Every run is a fresh session built from 
 arm's settings: same seed, same model, same prompts, a cold arena. The counters (hit rate,
 bytes per token, output hash) are deterministic, so they must repeat exactly across the
 runs of an arm; the report checks it. Only the timings are compared statistically.
+
+Every run also measures what its settings cost in quality (the quality probe, every
+`QUALITY_EVERY` tokens unless the arm sets quality_every, off the timed path): KL and top-1
+agreement are deterministic counters too. The quality gate (rules.py) rejects an arm over
+its limits whatever its speed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from tuner.engine.session import Session
 from tuner.measure.compare import compare, schedule
-from tuner.measure.rules import evaluate, ruleset, verdict
+from tuner.measure.rules import evaluate, ruleset, ruleset_label, verdict
 from tuner.presets import PresetError, knob_diff, resolve
 from tuner.settings import Settings, SettingsError, apply, from_texts, to_config
 
 START_STATE = ("every run is a fresh session from its arm's settings: same seed, same model, "
                "same prompts, cold arena")
 # Counters a run of one arm must repeat exactly; timings are the only thing that may vary.
-REPEATED = ("hit_rate", "sync_misses", "bytes_per_token", "output_hash")
+REPEATED = ("hit_rate", "sync_misses", "bytes_per_token", "output_hash", "quality_kl",
+            "top1_agreement")
+QUALITY_EVERY = 4  # tokens between the quality probe's samples in a run
 
 
 ARM_FORMS = "an arm is a preset name, a .toml file or knob=value pairs separated by commas"
@@ -57,11 +65,13 @@ def _phase(t: dict) -> dict[str, Any]:
     return {"tokens": tokens, "sync_misses_per_token": t["sync_misses_per_token"],
             "hits_per_token": round(served / tokens, 3) if tokens else None,
             "stall_ms_per_token": round(t["stall_ms"] / tokens, 4) if tokens else None,
-            "ms_per_token": t["ms_per_token"]}
+            "ms_per_token": t["ms_per_token"], "quality_kl": t["quality_kl"],
+            "top1_agreement": t["top1_agreement"]}
 
 
 def run_once(settings: Settings, tokens: int) -> dict[str, Any]:
-    session = Session(to_config(settings))
+    cfg = to_config(settings)
+    session = Session(cfg if cfg.quality_every else replace(cfg, quality_every=QUALITY_EVERY))
     try:
         session.run(tokens)
         snap = session.snapshot()
@@ -70,7 +80,8 @@ def run_once(settings: Settings, tokens: int) -> dict[str, Any]:
     t = snap["totals"]
     return {"ms_per_token": t["ms_per_token"], "hit_rate": t["hit_rate"],
             "sync_misses": t["sync_misses"], "bytes_per_token": t["bytes_per_token"],
-            "output_hash": snap["output_hash"], "model": snap["model"]["name"],
+            "output_hash": snap["output_hash"], "quality_kl": t["quality_kl"],
+            "top1_agreement": t["top1_agreement"], "model": snap["model"]["name"],
             "arena_slots": snap["arena"]["slots"],
             "phases": {name: _phase(p) for name, p in snap["phases"].items()}}
 
@@ -106,11 +117,14 @@ def _pairs(a: Settings, b: Settings, pairs: int, tokens: int, workload: str, fir
 
 def run_ab(a: Settings, b: Settings, pairs: int, tokens: int, warmup: int = 1,
            progress: Callable[[int, int, dict], None] | None = None,
-           workloads: list[str] | None = None, rules: str = "") -> dict[str, Any]:
+           workloads: list[str] | None = None, rules: str = "",
+           max_kl: float | None = None, min_agreement: float | None = None) -> dict[str, Any]:
     """Runs A B A B ... A on each workload (default: the one A's settings name) and
-    compares them; `rules` names a rule set (rules.py) whose outcomes per workload and
-    phase decide the verdict. `progress(i, n, run)` after each run."""
-    rule_list = ruleset(rules)
+    compares them; `rules` names a rule set (rules.py) and `max_kl` / `min_agreement` the
+    quality gate, whose outcomes per workload and phase decide the verdict.
+    `progress(i, n, run)` after each run."""
+    rule_list = ruleset(rules, max_kl, min_agreement)
+    label = ruleset_label(rules, rule_list)
     names = list(workloads or [a.workload])
     arms = {w: (apply(a, {"workload": w}), apply(b, {"workload": w})) for w in names}
     per = len(schedule(pairs))
@@ -121,12 +135,11 @@ def run_ab(a: Settings, b: Settings, pairs: int, tokens: int, warmup: int = 1,
     bonus = {arm: s.moce_bonus + s.moce_bonus_r1 for arm, s in (("A", a), ("B", b))}
     outcomes = [o for r in results for o in evaluate(rule_list, r["workload"], r["runs"],
                                                      bonus)]
-    if rules:
-        final = verdict(rules, outcomes, names)
-    elif len(results) == 1:
-        final = results[0]["verdict"]
+    if len(results) == 1:
+        timing = results[0]["verdict"]
     else:
-        final = "; ".join(f"{r['workload']}: {r['verdict']}" for r in results)
+        timing = "; ".join(f"{r['workload']}: {r['verdict']}" for r in results)
+    final = f"{verdict(label, outcomes, names)}. Timing: {timing}" if rule_list else timing
     first = results[0]
     return {"pairs": pairs, "tokens": tokens, "warmup_runs": warmup,
             "start_state": START_STATE, "model": first["runs"][0]["model"],
@@ -134,4 +147,4 @@ def run_ab(a: Settings, b: Settings, pairs: int, tokens: int, warmup: int = 1,
                             "B": first["runs"][1]["arena_slots"]},
             "knob_diff": knob_diff(a, b), **first,
             "runs": [run for r in results for run in r["runs"]],
-            "workloads": results, "rules": rules, "outcomes": outcomes, "verdict": final}
+            "workloads": results, "rules": label, "outcomes": outcomes, "verdict": final}

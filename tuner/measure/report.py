@@ -28,7 +28,8 @@ def _timing_lines(r: dict[str, Any]) -> list[str]:
                 f"NOT identical across runs ({', '.join(s['differ'])} differ)")
         lines.append(f"arm {arm}: {s['mean']:.3f} ms/token mean, stdev {stdev} over "
                      f"{len(s['runs'])} runs; hit rate {s['hit_rate']} %, "
-                     f"{s['bytes_per_token']} bytes/token: {same}")
+                     f"{s['bytes_per_token']} bytes/token, KL {s['quality_kl']} nats/token, "
+                     f"top-1 agreement {s['top1_agreement']} %: {same}")
     lines += [f"pair {p['pair']}: B - A = {p['diff']:+.3f} ms/token ({_pct(p['pct'])}), "
               f"{p['sign']}" for p in r["pair_diffs"]]
     lines.append(f"mean difference B - A {r['diff']:+.3f} ms/token ({_pct(r['diff_pct'])}); "

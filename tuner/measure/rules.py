@@ -3,7 +3,10 @@
 A rule is a small named object: the figures of both arms on one workload and phase in,
 an `Outcome` out (pass, reject or n/a, with the reason in numbers). A rule set is a list
 of them; `tuner ab --rules NAME` evaluates every rule on every workload and phase, and the
-verdict names the first rule that rejects. More gates (quality, say) are more entries.
+verdict names the first rule that rejects. The quality gate (`--max-kl`, `--min-agreement`)
+is one more entry: a lossy knob (moce's resident bonus, drop_cold) may buy speed only within
+the KL and top-1 agreement the user allows, and an arm over a limit is rejected whatever its
+speed, A included.
 
 An arm's figures (`ArmFigures`) are what its runs on the workload measured, per phase
 (prefill and decode are separate profiles): the counters are deterministic and repeat in
@@ -17,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from tuner.engine.counters import PHASES
+from tuner.format import figure
 from tuner.measure.compare import compare
 
 PASS, REJECT, NOT_APPLICABLE = "pass", "reject", "n/a"
@@ -27,6 +31,7 @@ class Outcome:
     rule: str
     status: Literal["pass", "reject", "n/a"]
     reason: str
+    arm: str = "B"  # the arm a rejection rejects
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,8 @@ class ArmFigures:
     stall_ms_per_token: list[float]  # one per run
     output_hash: str
     bonus: float  # moce_bonus + moce_bonus_r1 of the arm's settings
+    quality_kl: float | None = None  # the quality probe's, the worst of the runs
+    top1_agreement: float | None = None
 
 
 def _interleave(a: list[float], b: list[float]) -> list[float]:
@@ -50,7 +57,16 @@ def _interleave(a: list[float], b: list[float]) -> list[float]:
     return out
 
 
-class SyncMisses:
+class Rule:
+    name: str
+    help: str
+    phases: tuple[str, ...] = PHASES  # the phases it judges
+
+    def check(self, a: ArmFigures, b: ArmFigures) -> Outcome:
+        raise NotImplementedError
+
+
+class SyncMisses(Rule):
     name = "sync-misses"
     help = "sync misses per token not higher than A's"
 
@@ -63,7 +79,7 @@ class SyncMisses:
                        f"{b.sync_misses_per_token:.3f} per token ({diff:+.3f})")
 
 
-class Bonus0Output:
+class Bonus0Output(Rule):
     name = "bonus0-output"
     help = "output identical to A's where the resident bonus is 0 in both arms"
 
@@ -76,7 +92,7 @@ class Bonus0Output:
                        f"output {a.output_hash} {'==' if same else '!='} {b.output_hash}")
 
 
-class ExposedWaits:
+class ExposedWaits(Rule):
     name = "exposed-waits"
     help = "stall per token not up (beyond the runs' spread) while hits per token go up"
 
@@ -91,29 +107,94 @@ class ExposedWaits:
         return Outcome(self.name, REJECT if hits_up and stall_up else PASS, what)
 
 
-RULESETS: dict[str, tuple] = {"seed000": (SyncMisses(), Bonus0Output(), ExposedWaits())}
+def quality_gate(kl: float | None, agreement: float | None, max_kl: float | None,
+                 min_agreement: float | None) -> str | None:
+    """Why figures fail the quality limits, or None; a limit that is None is not checked,
+    a figure that was not measured fails the limit on it."""
+    reasons = []
+    if max_kl is not None:
+        if kl is None:
+            reasons.append("no KL measured (no decoded token compared)")
+        elif kl > max_kl:
+            reasons.append(f"KL {kl:.4g} nats/token > max_kl {max_kl:g}")
+    if min_agreement is not None:
+        if agreement is None:
+            reasons.append("no top-1 agreement measured (no decoded token compared)")
+        elif agreement < min_agreement:
+            reasons.append(f"top-1 agreement {agreement} % < min_agreement {min_agreement:g} %")
+    return "; ".join(reasons) or None
 
 
-def ruleset(name: str) -> tuple:
-    """The rules of set `name` ("" = none)."""
-    if not name:
-        return ()
-    if name not in RULESETS:
+def check_limits(max_kl: float | None, min_agreement: float | None) -> None:
+    """Raises ValueError naming a quality limit out of its range."""
+    if max_kl is not None and not max_kl >= 0:
+        raise ValueError(f"max_kl = {max_kl}: must be >= 0 (nats per token)")
+    if min_agreement is not None and not 0 <= min_agreement <= 100:
+        raise ValueError(f"min_agreement = {min_agreement}: must be from 0 to 100 (%)")
+
+
+class QualityGate(Rule):
+    """Both arms against the limits: the probe compares decoded tokens only."""
+
+    name = "quality"
+    phases = ("decode",)
+
+    def __init__(self, max_kl: float | None, min_agreement: float | None):
+        check_limits(max_kl, min_agreement)
+        self.max_kl, self.min_agreement = max_kl, min_agreement
+        limits = []
+        if max_kl is not None:
+            limits.append(f"KL <= {max_kl:g} nats/token")
+        if min_agreement is not None:
+            limits.append(f"top-1 agreement >= {min_agreement:g} %")
+        self.help = f"each arm within {' and '.join(limits)}, whatever its speed"
+
+    def check(self, a: ArmFigures, b: ArmFigures) -> Outcome:
+        why = {arm: quality_gate(f.quality_kl, f.top1_agreement, self.max_kl,
+                                 self.min_agreement) for arm, f in (("A", a), ("B", b))}
+        failed = [arm for arm, reason in why.items() if reason]
+        if not failed:
+            return Outcome(self.name, PASS, "; ".join(
+                f"{arm}: KL {figure(f.quality_kl)} nats/token, top-1 "
+                f"{figure(f.top1_agreement, '%')} %" for arm, f in (("A", a), ("B", b))))
+        return Outcome(self.name, REJECT, "; ".join(f"{arm}: {why[arm]}" for arm in failed),
+                       " and ".join(failed))
+
+
+RULESETS: dict[str, tuple[Rule, ...]] = {
+    "seed000": (SyncMisses(), Bonus0Output(), ExposedWaits())}
+
+
+def ruleset(name: str, max_kl: float | None = None, min_agreement: float | None = None
+            ) -> tuple[Rule, ...]:
+    """The rules of set `name` ("" = none), and the quality gate where a limit is set."""
+    if name and name not in RULESETS:
         raise ValueError(f"rules {name!r}: allowed {', '.join(RULESETS)}")
-    return RULESETS[name]
+    gate = () if max_kl is None and min_agreement is None else (
+        QualityGate(max_kl, min_agreement),)
+    return RULESETS.get(name, ()) + gate
+
+
+def ruleset_label(name: str, rules: tuple[Rule, ...]) -> str:
+    """What the verdict calls the rules: the set's name, "+ quality" with the gate."""
+    gated = any(isinstance(r, QualityGate) for r in rules)
+    return " + ".join(x for x in (name, "quality" if gated else "") if x)
 
 
 def figures(runs: list[dict], phase: str, bonus: float) -> ArmFigures:
     """An arm's figures on one workload and phase from its runs (`run_once` results)."""
-    first = runs[0]["phases"][phase]
+    phases = [r["phases"][phase] for r in runs]
+    first = phases[0]
+    kls, agree = [p["quality_kl"] for p in phases], [p["top1_agreement"] for p in phases]
     return ArmFigures(first["sync_misses_per_token"], first["hits_per_token"],
-                      [r["phases"][phase]["stall_ms_per_token"] or 0.0 for r in runs],
-                      runs[0]["output_hash"], bonus)
+                      [p["stall_ms_per_token"] or 0.0 for p in phases],
+                      runs[0]["output_hash"], bonus,
+                      None if None in kls else max(kls), None if None in agree else min(agree))
 
 
-def evaluate(rules: tuple, workload: str, runs: list[dict], bonus: dict[str, float]
-             ) -> list[dict]:
-    """Every rule on each phase of one workload's runs: plain outcome dicts."""
+def evaluate(rules: tuple[Rule, ...], workload: str, runs: list[dict],
+             bonus: dict[str, float]) -> list[dict]:
+    """Every rule on each phase it judges of one workload's runs: plain outcome dicts."""
     out = []
     for phase in PHASES:
         arms = {arm: [r for r in runs if r["arm"] == arm] for arm in ("A", "B")}
@@ -121,16 +202,16 @@ def evaluate(rules: tuple, workload: str, runs: list[dict], bonus: dict[str, flo
             continue  # the workload ran no token of this phase
         a, b = (figures(arms[x], phase, bonus[x]) for x in ("A", "B"))
         out += [{"workload": workload, "phase": phase, **asdict(rule.check(a, b))}
-                for rule in rules]
+                for rule in rules if phase in rule.phases]
     return out
 
 
 def verdict(name: str, outcomes: list[dict], workloads: list[str]) -> str:
-    """Names the first rule that rejects B, else says every rule held."""
+    """Names the first rule that rejects an arm, else says every rule held."""
     rejected = [o for o in outcomes if o["status"] == REJECT]
     if rejected:
         o = rejected[0]
         more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
-        return (f"reject B: rule {o['rule']} fails on {o['workload']} ({o['phase']}): "
-                f"{o['reason']}{more}")
+        return (f"reject {o['arm']}: rule {o['rule']} fails on {o['workload']} "
+                f"({o['phase']}): {o['reason']}{more}")
     return f"no rule of {name} rejects B on {', '.join(workloads)}"

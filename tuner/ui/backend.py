@@ -120,12 +120,15 @@ class Backend(ABC):
 
     @abstractmethod
     async def start_ab(self, a: str, b: str, pairs: int, tokens: int,
-                       workloads: list[str] | None = None, rules: str = "") -> dict[str, Any]:
+                       workloads: list[str] | None = None, rules: str = "",
+                       max_kl: float | None = None, min_agreement: float | None = None
+                       ) -> dict[str, Any]:
         """Starts an A/B of presets `a` and `b` in the background, on each of `workloads`
-        (none: the live settings' workload) with rule set `rules`, the live session paused
-        while it runs; returns the job: {a, b, pairs, tokens, total_runs, workloads, rules,
-        state, runs, result, error}. Raises BackendError for an unknown preset, workload or
-        rule set, a value out of range or while another A/B runs; nothing starts then."""
+        (none: the live settings' workload) with rule set `rules` and the quality gate's
+        limits, the live session paused while it runs; returns the job: {a, b, pairs,
+        tokens, total_runs, workloads, rules, max_kl, min_agreement, state, runs, result,
+        error}. Raises BackendError for an unknown preset, workload or rule set, a value out
+        of range or while another A/B runs; nothing starts then."""
 
     @abstractmethod
     async def experts(self, window: bool) -> dict[str, Any]:

@@ -92,11 +92,13 @@ class EmbeddedBackend(Backend):
         return await self._call(self.controller.diff, name)
 
     async def start_ab(self, a: str, b: str, pairs: int, tokens: int,
-                       workloads: list[str] | None = None, rules: str = "") -> dict[str, Any]:
+                       workloads: list[str] | None = None, rules: str = "",
+                       max_kl: float | None = None, min_agreement: float | None = None
+                       ) -> dict[str, Any]:
         try:
             job = await self._call(self.controller.ab.start, a, b, pairs, tokens, workloads,
-                                   rules)
-        except ValueError as err:  # counts, workloads or rules not allowed, or one running
+                                   rules, max_kl, min_agreement)
+        except ValueError as err:  # a value or name not allowed, or another A/B runs
             raise BackendError(str(err)) from None
         return job.as_dict()
 

@@ -170,10 +170,12 @@ class RemoteBackend(Backend):
         return await self._request("GET", f"/api/presets/{quote(name, safe='')}/diff")
 
     async def start_ab(self, a: str, b: str, pairs: int, tokens: int,
-                       workloads: list[str] | None = None, rules: str = "") -> dict[str, Any]:
+                       workloads: list[str] | None = None, rules: str = "",
+                       max_kl: float | None = None, min_agreement: float | None = None
+                       ) -> dict[str, Any]:
         return await self._request("POST", "/api/ab", json={
             "a": a, "b": b, "pairs": pairs, "tokens": tokens, "workloads": workloads or [],
-            "rules": rules})
+            "rules": rules, "max_kl": max_kl, "min_agreement": min_agreement})
 
     async def experts(self, window: bool) -> dict[str, Any]:
         return await self._request("GET", "/api/experts",

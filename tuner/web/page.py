@@ -116,6 +116,12 @@ def text_html(text: dict[str, Any] | None) -> str:
             f'<p><b>output</b> {escape(text["output"])}</p></div>')
 
 
+def notes_html(notes: list[str]) -> str:
+    """The engine's notes on the running settings (what is off, how to read a figure)."""
+    items = "".join(f"<li>{escape(n)}</li>" for n in notes)
+    return f'<ul id="notes" role="status">{items}</ul>'
+
+
 def chart_point_html(snapshot: dict[str, Any]) -> str:
     totals = snapshot["window"]["totals"]
     point = {"tokens": snapshot["tokens"], "seq": snapshot["seq"], "sent": time.time(),
@@ -156,7 +162,8 @@ class PageView:
             shared[key] = (body_html(layer_rows(snapshot, self.view), self.columns)
                            + status_html(snapshot, self.view)
                            + phases_html(snapshot)
-                           + text_html(snapshot.get("text")))
+                           + text_html(snapshot.get("text"))
+                           + notes_html(snapshot["notes"]))
         parts = [shared[key]]
         if self._sent_head != self.columns:
             self._sent_head = self.columns

@@ -11,6 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from tuner.format import figure
 from tuner.measure.report import knob_change, result_lines
 from tuner.ui.backend import BackendError
 
@@ -21,9 +22,13 @@ if TYPE_CHECKING:
 def heading(job: dict[str, Any]) -> str:
     on = f" on {', '.join(job['workloads'])}" if job.get("workloads") else ""
     rules = f", rules {job['rules']}" if job.get("rules") else ""
+    limits = [f"{name} {job[key]}" for key, name in (("max_kl", "KL at most"),
+                                                    ("min_agreement", "top-1 % at least"))
+              if job[key] is not None]
+    gate = f" Quality gate: {', '.join(limits)}." if limits else ""
     return (f"A/B: A = {job['a']}, B = {job['b']}; {job['pairs']} pairs + sentinel A, "
             f"{job['tokens']} tokens per run{on}{rules}, each on a fresh session. The live "
-            "session is paused during the A/B; a running one resumes after it.")
+            f"session is paused during the A/B; a running one resumes after it.{gate}")
 
 
 def progress(job: dict[str, Any]) -> str:
@@ -61,8 +66,8 @@ class ABScreen(Screen):
     def on_mount(self) -> None:
         runs = self.query_one("#ab-runs", DataTable)
         for name, width in (("run", 4), ("workload", 12), ("arm", 4), ("ms/token", 10),
-                            ("hit %", 8),
-                            ("bytes/token", 12), ("output hash", 20)):
+                            ("hit %", 8), ("bytes/token", 12), ("KL", 10), ("top-1 %", 8),
+                            ("output hash", 20)):
             runs.add_column(name, width=width, key=name)
         self.run_worker(self.follow, group="ab", exclusive=True)
 
@@ -92,6 +97,7 @@ class ABScreen(Screen):
             table.add_row(run["run"], run["workload"], run["arm"],
                           f"{run['ms_per_token']:.3f}",
                           f"{run['hit_rate']:.2f}", run["bytes_per_token"],
+                          figure(run["quality_kl"]), figure(run["top1_agreement"], "%"),
                           run["output_hash"])
         if job["result"]:
             self.query_one("#ab-result", Static).update(summary(job["result"]))

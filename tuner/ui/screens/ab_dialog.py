@@ -10,9 +10,11 @@ from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS
 from tuner.measure.rules import RULESETS
 from tuner.ui.screens.dialog import Dialog
 
-# (a, b, pairs, tokens, workloads, rules)
-ABRequest = tuple[str, str, int, int, list[str], str]
-OPTIONAL = ("ab-workloads", "ab-rules")  # empty: the live workload, timing only
+# (a, b, pairs, tokens, workloads, rules, max_kl, min_agreement); a quality limit of None
+# is not checked
+ABRequest = tuple[str, str, int, int, list[str], str, float | None, float | None]
+# empty: the live workload, no rule set, that quality limit off
+OPTIONAL = ("ab-workloads", "ab-rules", "ab-max_kl", "ab-min_agreement")
 
 
 class ABDialog(Dialog[ABRequest | None]):
@@ -35,7 +37,10 @@ class ABDialog(Dialog[ABRequest | None]):
                                              "integer"),
                                             ("workloads", "workloads (a,b,...)", "", "text"),
                                             ("rules", f"rules ({', '.join(RULESETS)})", "",
-                                             "text")):
+                                             "text"),
+                                            ("max_kl", "max KL (empty: off)", "", "number"),
+                                            ("min_agreement", "min top-1 % (empty: off)", "",
+                                             "number")):
                 with Horizontal(classes="dialog-field"):
                     yield Label(label)
                     yield Input(value, placeholder=label, type=kind, compact=True,
@@ -62,5 +67,8 @@ class ABDialog(Dialog[ABRequest | None]):
         a, b, pairs, tokens, workloads, rules = (
             fields[k].value.strip() for k in ("ab-a", "ab-b", "ab-pairs", "ab-tokens",
                                               "ab-workloads", "ab-rules"))
+        max_kl, min_agreement = (float(v) if (v := fields[k].value.strip()) else None
+                                 for k in ("ab-max_kl", "ab-min_agreement"))
         self.dismiss((a, b, int(pairs), int(tokens),
-                      [w.strip() for w in workloads.split(",") if w.strip()], rules))
+                      [w.strip() for w in workloads.split(",") if w.strip()], rules, max_kl,
+                      min_agreement))

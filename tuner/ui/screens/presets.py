@@ -148,9 +148,10 @@ class PresetsScreen(SnapshotScreen):
             self.run_worker(self.start_ab(*answer), group="ab")
 
     async def start_ab(self, a: str, b: str, pairs: int, tokens: int, workloads: list[str],
-                       rules: str) -> None:
+                       rules: str, max_kl: float | None, min_agreement: float | None) -> None:
         job = await self.app.attempt(
-            self.app.backend.start_ab(a, b, pairs, tokens, workloads, rules), "A/B not started")
+            self.app.backend.start_ab(a, b, pairs, tokens, workloads, rules, max_kl,
+                                      min_agreement), "A/B not started")
         if job is FAILED:
             return
         await self.app.push_screen(ABScreen(job))

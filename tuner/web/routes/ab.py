@@ -30,6 +30,12 @@ class ABRequest(BaseModel):
                                  "(empty: the live settings' workload)")
     rules: Literal["", *RULESETS] = Field("", description="rule set deciding the verdict "
                                           "per workload and phase (\"\": timing only)")
+    max_kl: float | None = Field(None, ge=0, description="quality gate: reject an arm whose "
+                                 "mean KL(exact || served) is above this (nats per token), "
+                                 "whatever its speed")
+    min_agreement: float | None = Field(None, ge=0, le=100, description="quality gate: "
+                                        "reject an arm whose top-1 agreement is below this "
+                                        "(%), whatever its speed")
 
     @field_validator("workloads")
     @classmethod
@@ -48,7 +54,7 @@ def start(body: ABRequest, controller: ControllerDep) -> dict[str, Any]:
         known(controller.store, preset_name(name))
     try:
         return controller.ab.start(body.a, body.b, body.pairs, body.tokens, body.workloads,
-                                   body.rules).as_dict()
+                                   body.rules, body.max_kl, body.min_agreement).as_dict()
     except PresetError:
         raise  # a broken preset file: the preset error handler names file and line
     except ValueError as err:  # another A/B is running

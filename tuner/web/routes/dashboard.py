@@ -170,6 +170,15 @@ def _count(values: dict[str, str], name: str) -> int:
         raise ValueError(f"{name} must be a whole number") from None
 
 
+def _limit(values: dict[str, str], name: str) -> float | None:
+    """An optional quality limit of the form; empty: not checked."""
+    text = values.get(name, "").strip()
+    try:
+        return float(text) if text else None
+    except ValueError:
+        raise ValueError(f"{name} must be a number or empty") from None
+
+
 @router.post("/ui/ab", response_class=HTMLResponse)
 def start_ab(values: FormDep, request: Request, controller: ControllerDep) -> HTMLResponse:
     """Starts an A/B of two presets; a rejection comes back as a message above the status
@@ -179,7 +188,8 @@ def start_ab(values: FormDep, request: Request, controller: ControllerDep) -> HT
                 for arm in ("a", "b"))
         pairs, tokens = _count(values, "pairs"), _count(values, "tokens")
         workloads = [w.strip() for w in values.get("workloads", "").split(",") if w.strip()]
-        controller.ab.start(a, b, pairs, tokens, workloads, values.get("rules", ""))
+        controller.ab.start(a, b, pairs, tokens, workloads, values.get("rules", ""),
+                            _limit(values, "max_kl"), _limit(values, "min_agreement"))
     except HTTPException as err:  # from the preset name checks of the API
         return _ab_status(request, controller, err.detail, error=True)
     except (PresetError, ValueError) as err:  # a broken preset or workload, bad counts or
