@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "tuner.commands.knobs",
     "tuner.commands.bench",
     "tuner.commands.ab",
+    "tuner.commands.tune",
     "tuner.commands.trace",
     "tuner.commands.replay",
     "tuner.commands.serve",

@@ -28,6 +28,9 @@ class Knob:
     unit: str = ""
     restart: bool = False  # True: changing it rebuilds the arena / model in place
     off: float | None = None  # a value below the range that switches the knob off
+    # What `tuner tune` searches by default: (low, high) for a number, the values tried for
+    # a switch or a choice; None = left at its value unless --space names it.
+    search: tuple | None = None
 
     @property
     def kind(self) -> str:
@@ -70,6 +73,7 @@ class Knob:
             "help": self.help,
             "seed": self.seed,
             "allowed": self.allowed(),
+            "search": list(self.search) if self.search else None,
         }
 
 
@@ -93,10 +97,12 @@ KNOBS: tuple[Knob, ...] = (
     # prefetch
     Knob("prefetch", "STRATA_PREFETCH", str, "off",
          "predictor whose guesses for the next layer are read ahead", "prefetch", S001,
-         choices=("off", "prev", "stale")),
+         choices=("off", "prev", "stale"),
+         search=("off", "prev", "stale")),
     Knob("prefetch_max", "STRATA_PREFETCH_MAX", int, 2,
          "predicted misses speculated per layer (0 = all)", "prefetch", S001, 0, 512,
-         unit="experts"),
+         unit="experts",
+         search=(0, 8)),
     Knob("prefetch_unpert", "STRATA_METAL_PREFETCH_UNPERT", bool, True,
          "1 = predict the raw top-k; 0 = ranks >= 3 predicted with the resident bonus",
          "prefetch", S000),
@@ -105,20 +111,24 @@ KNOBS: tuple[Knob, ...] = (
          "prefetch", S000),
     Knob("prefetch_touch", "STRATA_METAL_PREFETCH_TOUCH", bool, False,
          "a speculative hit on a resident expert promotes it in the cache order",
-         "prefetch", S000),
+         "prefetch", S000,
+         search=(False, True)),
     # cache
     Knob("decode_2q", "STRATA_METAL_DECODE_2Q", bool, False,
          "two-hit protected LRU: fresh slots start cold, the second claim promotes",
-         "cache", S000),
+         "cache", S000,
+         search=(False, True)),
     Knob("expert_cache", "STRATA_EXPERT_CACHE", int, 0,
          "arena slots (0 = 20 % of the model's layer-expert pairs)", "cache", S000, 0, 1 << 20,
          unit="slots", restart=True),
     # io
     Knob("io_workers", "STRATA_IO_WORKERS", int, 8,
-         "reader threads", "io", S000, 1, 64, unit="threads", restart=True),
+         "reader threads", "io", S000, 1, 64, unit="threads", restart=True,
+         search=(4, 16)),
     Knob("io_urgent", "STRATA_IO_URGENT", int, 2,
          "reader threads reserved for demand reads", "io", S000, 0, 63, unit="threads",
-         restart=True),
+         restart=True,
+         search=(0, 3)),
     Knob("io_direct", "STRATA_IO_DIRECT", bool, False,
          "read experts with O_DIRECT so reads bypass the page cache", "io", "-",
          restart=True),

@@ -158,9 +158,15 @@ class Session:
         self.tokenizer = tokenizer
         if self.prompt_text is not None:
             self.prompt_ids, self.unknown_words = encode(tokenizer, self.prompt_text)
-        mc = ckpt.config
-        topics = self.ckpt.raw_config.get("tuner_recipe", {}).get("topics", 1)
-        self._prompts = prompts(cfg.seed, mc.vocab_size, topics)
+        self.rewind(cfg)
+
+    def rewind(self, cfg: Config | None = None) -> None:
+        """Back to the start of the workload: the first prompt, the sampler's seed, an empty
+        output hash; the arena keeps what it holds. Call it between tokens only."""
+        cfg = cfg or self.cfg
+        ckpt = self.ckpt
+        topics = ckpt.raw_config.get("tuner_recipe", {}).get("topics", 1)
+        self._prompts = prompts(cfg.seed, ckpt.config.vocab_size, topics)
         self._gen = torch.Generator().manual_seed(cfg.seed)
         self._hash = hashlib.sha256()
         self._feed: deque[int] = deque()

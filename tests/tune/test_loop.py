@@ -1,0 +1,129 @@
+"""The tune loop on a constructed objective: the sentinel's pairing removes the machine's
+drift, guards reject a trial that breaks output identity, Ctrl-C keeps finished trials."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from tuner.settings import validate
+from tuner.tune.guards import guards_for
+from tuner.tune.loop import LocalPool, run_trials
+from tuner.tune.run import Spec, tune
+from tuner.tune.space import build_space
+from tuner.tune.worker import TrialWorker, Workload
+
+BASE_MS = 10.0
+SPEEDS = [1.0, 2.5, 0.6, 1.7, 3.0, 0.8, 1.2, 2.2]  # the machine's speed factor over time
+
+
+def true_ms(s) -> float:
+    """The constructed cost: each speculated expert saves half a millisecond."""
+    return BASE_MS - 0.5 * s.prefetch_max
+
+
+class Drifting:
+    """Measures on a machine whose speed jumps between one baseline+trial pair and the next;
+    decode_2q = 1 is made to change the output, as a lossy bug would."""
+
+    def __init__(self):
+        self.calls = 0
+        self.raw: list[float] = []
+
+    def __call__(self, s) -> dict:
+        self.calls += 1
+        speed = SPEEDS[(self.calls // 2) % len(SPEEDS)]  # call 1 warms up; then 2k, 2k+1
+        ms = true_ms(s) * speed
+        self.raw.append(ms)
+        return {"tokens": 8, "ms_per_token": ms, "stall_ms_per_token": 0.0,
+                "bytes_per_token": 1000 - 10 * s.prefetch_max, "hit_rate": 50.0,
+                "output_hash": "changed" if s.decode_2q else "exact"}
+
+
+def study(tmp_path) -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(directions=["minimize", "minimize"],
+                               storage=f"sqlite:///{tmp_path / 's.db'}",
+                               sampler=optuna.samplers.TPESampler(seed=3))
+
+
+def test_pairing_removes_drift_and_identity_breaks_are_rejected(tmp_path):
+    space = build_space("decode_2q=0|1", "prefetch=off,prefetch_touch=0,io_workers=8,io_urgent=2")
+    measure = Drifting()
+    worker = TrialWorker({}, Workload(8, 8), sentinel_every=1, measure=measure, name="w")
+    s = study(tmp_path)
+    assert run_trials(s, space, validate({}), LocalPool(worker), 16, "ms", guards_for())
+    done = [t for t in s.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    rejected = [t for t in s.trials if t.state == optuna.trial.TrialState.FAIL]
+    assert done and rejected and len(done) + len(rejected) == 16
+    for t in done:  # the paired score is the true relative difference, whatever the speed
+        base = true_ms(validate({}))
+        expected = 100 * (true_ms(validate(t.params)) - base) / base
+        assert t.values[0] == pytest.approx(expected, abs=1e-3)  # scores keep 3 decimals
+    # ... while the raw timings moved by far more than any setting did
+    fastest = true_ms(validate({"prefetch_max": 8}))
+    assert max(measure.raw) / min(measure.raw) > 3 * BASE_MS / fastest
+    for t in rejected:
+        assert t.params["decode_2q"] is True
+        assert "output differs from the baseline's" in t.user_attrs["rejected"]
+        assert "exact arm (moce_bonus = 0)" in t.user_attrs["rejected"]
+    assert all(t.params["decode_2q"] is False for t in s.best_trials)
+    assert len(worker.baselines) == 16  # measured again before every trial
+
+
+def test_the_sentinel_is_measured_every_n_trials(tmp_path):
+    worker = TrialWorker({}, Workload(8, 8), sentinel_every=3, measure=Drifting(), name="w")
+    space = build_space("", "decode_2q=0")
+    run_trials(study(tmp_path), space, validate({}), LocalPool(worker), 7, "ms", guards_for())
+    assert len(worker.baselines) == 3  # before trials 0, 3 and 6
+
+
+def test_a_lossy_arm_needs_identity_until_a_quality_gate_is_given():
+    lossy, exact_ = validate({"moce_bonus": 0.85}), validate({})
+    base, changed = {"output_hash": "a"}, {"output_hash": "b"}
+    (identity,) = guards_for()
+    assert "needs a quality gate" in identity(lossy, changed, base)
+    assert identity(exact_, base, base) is None
+
+    def gate(s, figures, baseline):
+        return None if figures.get("kl", 1) < 0.01 else "KL too high"
+
+    guards = guards_for(gate)
+    assert [g(lossy, {**changed, "kl": 0.001}, base) for g in guards] == [None, None]
+    assert [g(lossy, {**changed, "kl": 0.5}, base) for g in guards] == [None, "KL too high"]
+    assert guards[0](exact_, changed, base).startswith("output differs")
+
+
+class Interrupting(Drifting):
+    def __call__(self, s) -> dict:
+        if self.calls == 6:  # warm-up, then baseline + trial pairs: the third trial's turn
+            raise KeyboardInterrupt
+        return super().__call__(s)
+
+
+def test_ctrl_c_keeps_finished_trials(tmp_path):
+    worker = TrialWorker({}, Workload(8, 8), sentinel_every=1, measure=Interrupting(),
+                         name="w")
+    s = study(tmp_path)
+    space = build_space("", "decode_2q=0")
+    assert not run_trials(s, space, validate({}), LocalPool(worker), 10, "ms", guards_for())
+    states = [t.state.name for t in s.trials]
+    assert states == ["COMPLETE", "COMPLETE", "FAIL"]
+    assert s.trials[2].user_attrs["rejected"] == "stopped before its measurement finished"
+
+
+def test_a_study_resumes_only_with_the_same_spec(tmp_path):
+    def pool():
+        return LocalPool(TrialWorker({}, Workload(8, 8), 2, measure=Drifting(), name="w"))
+
+    spec = Spec(base={}, fix="decode_2q=0", tokens=8, warmup=8)
+    storage = str(tmp_path / "t.db")
+    first = tune(spec, 3, storage, "s", pool=pool())
+    assert len(first["trials"]) == 3 and first["trials"][0]["params"]["prefetch_max"] == 2
+    again = tune(spec, 2, storage, "s", pool=pool())
+    assert len(again["trials"]) == 5  # resumed: the finished trials kept
+    from tuner.tune.study import TuneError
+
+    with pytest.raises(TuneError, match="other objective .*'ms'.*name a new --study"):
+        tune(Spec(base={}, fix="decode_2q=0", tokens=8, warmup=8, objective="stall"), 1,
+             storage, "s", pool=pool())

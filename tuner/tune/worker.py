@@ -1,0 +1,123 @@
+"""A tune's worker: one engine session that measures trials as live settings changes.
+
+A trial's settings are submitted to the running session like any live change (restart-
+class knobs rebuild the engine in place; the model is never reloaded for a live knob),
+then the workload is decoded from its start: `warmup` tokens unmeasured, then the
+measured span. The baseline is measured on the same session before the first trial and
+again after every `sentinel_every` trials, and each trial is paired with the latest one:
+a machine that changes speed moves both, so the paired difference keeps only what the
+settings did (seed 001). Workers never compare across each other; each has its own
+baseline.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.settings import Settings, SettingsError, apply, to_config, validate
+
+Measure = Callable[[Settings], dict]  # settings -> figures of one measured span
+SENTINEL_EVERY = 3  # trials of a worker between two measurements of its baseline
+# The time objectives: the figure scored and how the study names it. Each is scored in %
+# of the paired baseline's ms/token; bytes per token is always the second objective.
+OBJECTIVES = {
+    "ms": ("ms_per_token", "ms/token vs baseline (%)"),
+    "stall": ("stall_ms_per_token", "exposed stall vs baseline (% of its ms/token)"),
+}
+DEFAULT_OBJECTIVE = "ms"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What every measurement decodes: the session's prompt corpus (or its fixed prompt)
+    from the start, `warmup` tokens unmeasured, then `tokens` measured."""
+
+    tokens: int
+    warmup: int
+    name: str = "corpus"
+
+    def measure(self, session) -> dict:
+        session.rewind()
+        session.run(self.warmup)
+        session.rewind()
+        session.reset_counters()
+        session.run(self.tokens)
+        return figures(session.snapshot())
+
+
+def figures(snap: dict) -> dict[str, Any]:
+    """What a trial is scored and guarded on, from the snapshot after its span."""
+    t = snap["totals"]
+    return {"tokens": t["tokens"], "ms_per_token": t["ms_per_token"],
+            "stall_ms_per_token": round(t["stall_ms"] / t["tokens"], 3),
+            "bytes_per_token": t["bytes_per_token"], "hit_rate": t["hit_rate"],
+            "output_hash": snap["output_hash"]}
+
+
+class LiveMeasure:
+    """Measures settings on one running engine session, changed live between spans."""
+
+    def __init__(self, base: Settings, workload: Workload, prompt_ids: list[int] | None = None):
+        from tuner.engine.session import Session  # torch only where a session is built
+
+        self.workload = workload
+        self.session = Session(to_config(base), prompt_ids=prompt_ids)
+
+    def __call__(self, settings: Settings) -> dict:
+        session = self.session
+        version = session.submit(to_config(settings))  # taken up at the span's first token
+        measured = self.workload.measure(session)
+        refused = session.rejection(version)
+        if refused:
+            raise SettingsError({"settings": f"the engine refused the trial's settings: "
+                                             f"{refused}"})
+        return measured
+
+    def close(self) -> None:
+        self.session.engine.close()
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class TrialWorker:
+    """Trials on one measure, each paired with this worker's latest baseline."""
+
+    def __init__(self, base: dict[str, Any], workload: Workload, sentinel_every: int,
+                 measure: Measure | None = None, name: str | None = None,
+                 prompt_ids: list[int] | None = None):
+        if sentinel_every < 1:
+            raise ValueError(f"sentinel_every = {sentinel_every}: the baseline must be "
+                             "measured again after at least every 1 trial")
+        self.base = validate(base)
+        self.every = sentinel_every
+        self.measure = measure or LiveMeasure(self.base, workload, prompt_ids)
+        self.name = name or worker_name()
+        self.baselines: list[dict] = []  # every baseline measurement, in order
+        self.since = 0  # trials since the latest baseline
+
+    def trial(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The trial's figures and the baseline they pair with, or why it was refused."""
+        if not self.baselines:  # page cache and lazy initialisation, paid unmeasured
+            self.measure(self.base)
+        if not self.baselines or self.since >= self.every:
+            self.baselines.append({"index": len(self.baselines),
+                                   **self.measure(self.base)})
+            self.since = 0
+        self.since += 1
+        out: dict[str, Any] = {"worker": self.name, "baseline": self.baselines[-1]}
+        try:
+            out["figures"] = self.measure(apply(self.base, params))
+        except SettingsError as err:
+            out["refused"] = str(err)
+        return out
+
+    def close(self) -> None:
+        close = getattr(self.measure, "close", None)
+        if close:
+            close()
