@@ -131,3 +131,19 @@ class Backend(ABC):
     @abstractmethod
     async def ab_status(self) -> dict[str, Any] | None:
         """The latest A/B job (as `start_ab` returns it), or None when none was started."""
+
+    @abstractmethod
+    async def start_tune(self, trials: int, tokens: int, objective: str, space: str,
+                         fix: str) -> dict[str, Any]:
+        """Starts a tune from the live settings in the background, with the live session
+        paused while it runs; returns the job (see `tuner.tune_job.TuneJob.as_dict`).
+        Raises BackendError for a bad space, fix or count, or while a tune or an A/B runs;
+        nothing starts then."""
+
+    @abstractmethod
+    async def tune_status(self) -> dict[str, Any] | None:
+        """The latest tune job, or None when none was started."""
+
+    @abstractmethod
+    async def stop_tune(self) -> dict[str, Any] | None:
+        """Ends the tune after its running trial; the job, or None when none was started."""
