@@ -76,7 +76,8 @@ class Controller:
         self.tune = TuneRunner(self)
 
     def close(self) -> None:
-        """Stops the session and the curve's worker process."""
+        """Stops a tune, the session and the curve's worker process."""
+        self.tune.stop()
         self.curve.close()
         self.session.stop()
 

@@ -1,6 +1,6 @@
 """A tune started from a UI: `tuner tune` in the background, from the live settings as the
 baseline, while the live session is paused (a tune and the live session never measure at
-the same time), with its trials to poll and a stop that ends it after the running trial.
+the same time), with its trials to poll and a stop that ends it at the next token.
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ class TuneRunner:
         return job
 
     def stop(self) -> TuneJob | None:
-        """Ends the tune after its running trial; finished trials stay in the study."""
+        """Ends the tune at the next token: the trial in flight is kept as failed
+        ("stopped"), finished trials stay in the study."""
         job = self.job
         if job is not None and job.state == "running":
             job.state = "stopping"

@@ -1,5 +1,5 @@
 """A tune on the running server: POST /api/tune starts one from the live settings, GET
-reads it, stop ends it after the running trial; the live session is paused meanwhile and
+reads it, stop ends it at the next token; the live session is paused meanwhile and
 an A/B cannot start beside it."""
 
 from __future__ import annotations

@@ -332,10 +332,13 @@ class Session:
         if reset:
             self.engine.reset_counters()
 
-    def run(self, tokens: int) -> None:
-        """Decodes `tokens` tokens on the calling thread, then settles speculation."""
+    def run(self, tokens: int, stop: threading.Event | None = None) -> None:
+        """Decodes `tokens` tokens on the calling thread (fewer once `stop` is set), then
+        settles speculation."""
         use_threads(self.cfg.threads)
         for _ in range(tokens):
+            if stop is not None and stop.is_set():
+                break
             with self._lock:
                 boundary = self._take_boundary()
             self._apply(boundary)

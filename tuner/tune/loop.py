@@ -3,8 +3,9 @@ baseline, the guards judge it, Optuna is told the paired scores.
 
 Workers sit behind a small pool: `LocalPool` runs one worker in this process; the Ray pool
 (`tuner.tune.ray_pool`) runs one per Ray actor. The loop keeps every worker busy, tells
-the study as trials finish, and stops asking when `stop` is set; on Ctrl-C the trials in
-flight are marked failed ("stopped") and every finished trial stays in the study.
+the study as trials finish, and stops asking when `stop` is set; on Ctrl-C, or when `stop`
+cuts an in-process measurement short, the trials in flight are marked failed ("stopped")
+and every finished trial stays in the study.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from tuner.settings import Settings, SettingsError, apply
 from tuner.tune.guards import Guard, rejection
 from tuner.tune.space import Space
 from tuner.tune.study import row
-from tuner.tune.worker import OBJECTIVES, TrialWorker
+from tuner.tune.worker import OBJECTIVES, Stopped, TrialWorker
 
 FAIL = optuna.trial.TrialState.FAIL
 
@@ -119,8 +120,9 @@ def run_trials(study: optuna.Study, space: Space, base: Settings, pool: Pool, tr
             idle.append(worker)
             judge(study, trial, settings, result, objective, guards)
             on_event("done", row(study.trials[trial.number]), study)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopped):
         for trial, _ in running.values():  # half-measured: kept as failed, never scored
             trial.set_user_attr("rejected", "stopped before its measurement finished")
             study.tell(trial, state=FAIL)
+            on_event("done", row(study.trials[trial.number]), study)
         return False

@@ -40,12 +40,14 @@ class Spec:
                 "workload": asdict(self.workload)}
 
 
-def make_pool(spec: Spec, ray: str | None, workers: int) -> Pool:
+def make_pool(spec: Spec, ray: str | None, workers: int,
+              stop: threading.Event | None = None) -> Pool:
+    """Ray workers finish their running trials when stopped; the local one stops at once."""
     if ray:
         from tuner.tune.ray_pool import RayPool
 
         return RayPool(ray, workers, spec)
-    return LocalPool(TrialWorker(spec.base, spec.workload, spec.sentinel_every))
+    return LocalPool(TrialWorker(spec.base, spec.workload, spec.sentinel_every, stop=stop))
 
 
 def summary(study: optuna.Study, storage: str, complete: bool) -> dict[str, Any]:
@@ -70,7 +72,7 @@ def tune(spec: Spec, trials: int, storage: str | None = None, study: str = "tune
                              user_attrs={"baseline_values": True})
     complete = True
     if trials:
-        pool = pool or make_pool(spec, ray, workers)
+        pool = pool or make_pool(spec, ray, workers, stop)
         try:
             complete = run_trials(opened, space, base, pool, trials, spec.objective,
                                   guards if guards is not None else guards_for(), on_event,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,11 @@ from typing import Any
 from tuner.settings import Settings, SettingsError, apply, to_config, validate
 
 Measure = Callable[[Settings], dict]  # settings -> figures of one measured span
+
+
+class Stopped(Exception):
+    """The tune was stopped while a span was being measured: its figures are not whole."""
+
 SENTINEL_EVERY = 3  # trials of a worker between two measurements of its baseline
 # The time objectives: the figure scored and how the study names it. Each is scored in %
 # of the paired baseline's ms/token; bytes per token is always the second objective.
@@ -40,12 +46,14 @@ class Workload:
     warmup: int
     name: str = "corpus"
 
-    def measure(self, session) -> dict:
+    def measure(self, session, stop: threading.Event | None = None) -> dict:
         session.rewind()
-        session.run(self.warmup)
+        session.run(self.warmup, stop)
         session.rewind()
         session.reset_counters()
-        session.run(self.tokens)
+        session.run(self.tokens, stop)
+        if stop is not None and stop.is_set():
+            raise Stopped("stopped during a measurement")
         return figures(session.snapshot())
 
 
@@ -61,16 +69,17 @@ def figures(snap: dict) -> dict[str, Any]:
 class LiveMeasure:
     """Measures settings on one running engine session, changed live between spans."""
 
-    def __init__(self, base: Settings, workload: Workload, prompt_ids: list[int] | None = None):
+    def __init__(self, base: Settings, workload: Workload, prompt_ids: list[int] | None = None,
+                 stop: threading.Event | None = None):
         from tuner.engine.session import Session  # torch only where a session is built
 
-        self.workload = workload
+        self.workload, self.stop = workload, stop
         self.session = Session(to_config(base), prompt_ids=prompt_ids)
 
     def __call__(self, settings: Settings) -> dict:
         session = self.session
         version = session.submit(to_config(settings))  # taken up at the span's first token
-        measured = self.workload.measure(session)
+        measured = self.workload.measure(session, self.stop)
         refused = session.rejection(version)
         if refused:
             raise SettingsError({"settings": f"the engine refused the trial's settings: "
@@ -90,13 +99,15 @@ class TrialWorker:
 
     def __init__(self, base: dict[str, Any], workload: Workload, sentinel_every: int,
                  measure: Measure | None = None, name: str | None = None,
-                 prompt_ids: list[int] | None = None):
+                 prompt_ids: list[int] | None = None, stop: threading.Event | None = None):
+        """`stop`: set, the span being measured ends at the next token and the trial
+        raises Stopped (in-process workers only)."""
         if sentinel_every < 1:
             raise ValueError(f"sentinel_every = {sentinel_every}: the baseline must be "
                              "measured again after at least every 1 trial")
         self.base = validate(base)
         self.every = sentinel_every
-        self.measure = measure or LiveMeasure(self.base, workload, prompt_ids)
+        self.measure = measure or LiveMeasure(self.base, workload, prompt_ids, stop)
         self.name = name or worker_name()
         self.baselines: list[dict] = []  # every baseline measurement, in order
         self.since = 0  # trials since the latest baseline

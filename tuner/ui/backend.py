@@ -146,4 +146,4 @@ class Backend(ABC):
 
     @abstractmethod
     async def stop_tune(self) -> dict[str, Any] | None:
-        """Ends the tune after its running trial; the job, or None when none was started."""
+        """Ends the tune at the next token; the job, or None when none was started."""

@@ -1,5 +1,5 @@
 """A tune as it runs: its state, the best trial so far, the Pareto front and every trial,
-the running one on top; `s` stops it after the running trial."""
+the running one on top; `s` stops it."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def progress(job: dict[str, Any]) -> str:
         running = "-" if job["running"] is None else job["running"]
         return head + f"trial {running} running; the live session is paused (s: stop)"
     if job["state"] == "stopping":
-        return head + "stopping after the running trial"
+        return head + "stopping"
     return head + job["state"]
 
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from tuner.tune.worker import DEFAULT_OBJECTIVE
 from tuner.tune_job import DEFAULT_TOKENS, DEFAULT_TRIALS, TOKENS, TRIALS
 from tuner.web.deps import ControllerDep
-from tuner.web.schemas import MessageError
+from tuner.web.schemas import BAD_JSON, MessageError
 
 router = APIRouter(prefix="/api", tags=["tune"])
 
@@ -32,7 +32,7 @@ NONE_YET = {404: {"model": MessageError, "description": "no tune has been starte
 
 
 @router.post("/tune", status_code=202, responses={
-    409: {"model": MessageError, "description": "a tune or an A/B is running"}})
+    **BAD_JSON, 409: {"model": MessageError, "description": "a tune or an A/B is running"}})
 def start(body: TuneRequest, controller: ControllerDep) -> dict[str, Any]:
     """Starts a tune from the live settings; 409 while a tune or an A/B runs, 422 for a
     space or fix that names an unknown knob or a value outside what the knob allows."""
@@ -58,7 +58,8 @@ def status(controller: ControllerDep) -> dict[str, Any]:
 
 @router.post("/tune/stop", responses=NONE_YET)
 def stop(controller: ControllerDep) -> dict[str, Any]:
-    """Stops the tune after its running trial; finished trials stay in the study."""
+    """Stops the tune at the next token: the trial in flight is kept as failed
+    ("stopped"), finished trials stay in the study."""
     job = controller.tune.stop()
     if job is None:
         raise HTTPException(404, "no tune has been started; POST /api/tune")
