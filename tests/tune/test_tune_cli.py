@@ -53,6 +53,12 @@ def test_a_study_is_resumed_and_saved_from_later(tiny_model, capsys):
     status, r, text = tune(capsys, "--trials", "0", "--study", "again", "--save-best", "one",
                            "--trial", "0", "--ab-pairs", "0", "--json")
     assert status == 0 and r["saved"]["trial"] == 0 and "saved trial 0" in text
+    status, _, text = tune(capsys, "--trials", "0", "--study", "again", "--save-best", "one",
+                           "--ab-pairs", "0")
+    assert status == 2 and "a user preset of that name exists" in text
+    status, _, text = tune(capsys, "--trials", "0", "--study", "again", "--save-best", "one",
+                           "--overwrite", "--ab-pairs", "0")
+    assert status == 0 and "saved trial" in text
     status, _, text = tune(capsys, "--trials", "0", "--study", "nope", "--save-best", "x")
     assert status == 2 and "no tune study 'nope'" in text and "again" in text
 

@@ -43,6 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "Pareto front (or --trial N) as preset NAME, then A/B it against the "
                    "baseline")
     p.add_argument("--trial", type=int, help="with --save-best: the trial to save")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --save-best: replace a user preset of that name")
     p.add_argument("--ab-pairs", type=int, default=2, help="pairs of the closing A/B of "
                    "the saved preset against the baseline (default 2; 0 = none)")
     p.add_argument("--ab-tokens", type=int, default=128,
@@ -67,8 +69,8 @@ def _check(args: argparse.Namespace) -> None:
     if args.trials == 0 and not args.save_best:
         raise SystemExit("tuner tune: --trials 0 runs nothing; add --save-best NAME to save "
                          "from the study")
-    if args.trial is not None and not args.save_best:
-        raise SystemExit("tuner tune: --trial N goes with --save-best NAME")
+    if (args.trial is not None or args.overwrite) and not args.save_best:
+        raise SystemExit("tuner tune: --trial and --overwrite go with --save-best NAME")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -170,7 +172,7 @@ def _save_and_check(r: dict, args: argparse.Namespace, out) -> dict:
     from tuner.tune import study
 
     s = study.load_study(r["storage"], r["study"])
-    preset, trial = study.save_best(s, args.save_best, args.trial)
+    preset, trial = study.save_best(s, args.save_best, args.trial, overwrite=args.overwrite)
     print(f"saved trial {trial.number} as preset {preset.name!r} ({preset.path}): "
           f"{_changed(preset.knobs)}", file=out)
     saved = {"preset": preset.name, "trial": trial.number, "knobs": preset.knobs}

@@ -140,11 +140,12 @@ def tuning(settings: Settings) -> Settings:
 
 
 def save_best(study: optuna.Study, name: str, number: int | None = None,
-              store: Store | None = None) -> tuple[Preset, optuna.trial.FrozenTrial]:
+              store: Store | None = None, overwrite: bool = False
+              ) -> tuple[Preset, optuna.trial.FrozenTrial]:
     trial = best(study, number)
     settings = tuning(trial_settings(study, trial))
     figure = OBJECTIVES[study.user_attrs["spec"]["objective"]][0]
     description = (f"tune study {study.study_name!r}, trial {trial.number}: "
                    f"{trial.values[0]:+.1f} % {figure} against its baseline, "
                    f"{trial.values[1]:.0f} bytes/token")
-    return (store or Store()).save(name, settings, description), trial
+    return (store or Store()).save(name, settings, description, overwrite=overwrite), trial
