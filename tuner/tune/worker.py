@@ -3,7 +3,8 @@
 A trial's settings are submitted to the running session like any live change (restart-
 class knobs rebuild the engine in place; the model is never reloaded for a live knob),
 then the workload is decoded from its start: `warmup` tokens unmeasured, then the
-measured span. The baseline is measured on the same session before the first trial and
+measured span that follows them (not a replay of the warm-up: a span that repeated the
+tokens the arena was just warmed on would flatter every cache policy). The baseline is measured on the same session before the first trial and
 again after every `sentinel_every` trials, and each trial is paired with the latest one:
 a machine that changes speed moves both, so the paired difference keeps only what the
 settings did (seed 001). Workers never compare across each other; each has its own
@@ -40,7 +41,8 @@ DEFAULT_OBJECTIVE = "ms"
 @dataclass(frozen=True)
 class Workload:
     """What every measurement decodes: the session's prompt corpus (or its fixed prompt)
-    from the start, `warmup` tokens unmeasured, then `tokens` measured."""
+    from the start, `warmup` tokens unmeasured, then the `tokens` that follow them,
+    measured. The output hash covers both: the same settings give the same tokens."""
 
     tokens: int
     warmup: int
@@ -49,8 +51,7 @@ class Workload:
     def measure(self, session, stop: threading.Event | None = None) -> dict:
         session.rewind()
         session.run(self.warmup, stop)
-        session.rewind()
-        session.reset_counters()
+        session.reset_counters()  # at the next token boundary: the span's first token
         session.run(self.tokens, stop)
         if stop is not None and stop.is_set():
             raise Stopped("stopped during a measurement")
