@@ -14,7 +14,7 @@ from tuner.tune.space import build_space
 from tuner.tune.worker import TrialWorker, Workload
 
 BASE_MS = 10.0
-SPEEDS = [1.0, 2.5, 0.6, 1.7, 3.0, 0.8, 1.2, 2.2]  # the machine's speed factor over time
+DRIFT = 0.4  # the machine slows by this fraction of its first speed per measurement
 
 
 def true_ms(s) -> float:
@@ -23,7 +23,7 @@ def true_ms(s) -> float:
 
 
 class Drifting:
-    """Measures on a machine whose speed jumps between one baseline+trial pair and the next;
+    """Measures on a machine that gets slower and slower (by 5x over a short tune);
     decode_2q = 1 is made to change the output, as a lossy bug would."""
 
     def __init__(self):
@@ -32,8 +32,7 @@ class Drifting:
 
     def __call__(self, s) -> dict:
         self.calls += 1
-        speed = SPEEDS[(self.calls // 2) % len(SPEEDS)]  # call 1 warms up; then 2k, 2k+1
-        ms = true_ms(s) * speed
+        ms = true_ms(s) * (1 + DRIFT * self.calls)
         self.raw.append(ms)
         return {"tokens": 8, "ms_per_token": ms, "stall_ms_per_token": 0.0,
                 "bytes_per_token": 1000 - 10 * s.prefetch_max, "hit_rate": 50.0,
@@ -68,14 +67,18 @@ def test_pairing_removes_drift_and_identity_breaks_are_rejected(tmp_path):
         assert "output differs from the baseline's" in t.user_attrs["rejected"]
         assert "exact arm (moce_bonus = 0)" in t.user_attrs["rejected"]
     assert all(t.params["decode_2q"] is False for t in s.best_trials)
-    assert len(worker.baselines) == 16  # measured again before every trial
+    assert len(worker.baselines) == 17  # before every trial, and the sentinel after
 
 
 def test_the_sentinel_is_measured_every_n_trials(tmp_path):
     worker = TrialWorker({}, Workload(8, 8), sentinel_every=3, measure=Drifting(), name="w")
     space = build_space("", "decode_2q=0")
-    run_trials(study(tmp_path), space, validate({}), LocalPool(worker), 7, "ms", guards_for())
-    assert len(worker.baselines) == 3  # before trials 0, 3 and 6
+    s = study(tmp_path)
+    run_trials(s, space, validate({}), LocalPool(worker), 7, "ms", guards_for())
+    assert len(worker.baselines) == 4  # before trials 0, 3 and 6, and after trial 6
+    indices = [t.user_attrs["baseline"]["index"] for t in s.trials]
+    assert indices == [0, 0, 0, 1, 1, 1, 2]  # each paired with the one before and after it
+    assert all(t.user_attrs["baseline"]["after_ms_per_token"] for t in s.trials)
 
 
 def test_a_lossy_arm_needs_identity_until_a_quality_gate_is_given():
@@ -96,7 +99,7 @@ def test_a_lossy_arm_needs_identity_until_a_quality_gate_is_given():
 
 class Interrupting(Drifting):
     def __call__(self, s) -> dict:
-        if self.calls == 6:  # warm-up, then baseline + trial pairs: the third trial's turn
+        if self.calls == 5:  # warm-up, baseline, trial 0, baseline, trial 1, then this
             raise KeyboardInterrupt
         return super().__call__(s)
 
@@ -109,6 +112,8 @@ def test_ctrl_c_keeps_finished_trials(tmp_path):
     assert not run_trials(s, space, validate({}), LocalPool(worker), 10, "ms", guards_for())
     states = [t.state.name for t in s.trials]
     assert states == ["COMPLETE", "COMPLETE", "FAIL"]
+    # trial 1 was measured: kept, paired with the baseline before it alone
+    assert s.trials[1].user_attrs["baseline"]["after_ms_per_token"] is None
     assert s.trials[2].user_attrs["rejected"] == "stopped before its measurement finished"
 
 

@@ -29,9 +29,14 @@ FAIL = optuna.trial.TrialState.FAIL
 class Pool(Protocol):
     size: int
 
-    def submit(self, worker: int, params: dict[str, Any]) -> None: ...
+    def submit(self, worker: int, number: int, params: dict[str, Any]) -> None: ...
 
-    def next_done(self) -> tuple[int, dict[str, Any]]: ...
+    def next_done(self) -> tuple[int, list[dict[str, Any]]]:
+        """A worker that finished its trial, and the trials that settled (TrialWorker)."""
+
+    def finish(self, closing: bool) -> list[dict[str, Any]]:
+        """Every worker's waiting trials: `closing`, after a sentinel baseline; else as
+        they stand (stopped)."""
 
     def close(self) -> None: ...
 
@@ -43,21 +48,24 @@ class LocalPool:
 
     def __init__(self, worker: TrialWorker):
         self.worker = worker
-        self._queued: list[tuple[int, dict]] = []
+        self._queued: list[tuple[int, int, dict]] = []
 
-    def submit(self, worker: int, params: dict[str, Any]) -> None:
-        self._queued.append((worker, params))
+    def submit(self, worker: int, number: int, params: dict[str, Any]) -> None:
+        self._queued.append((worker, number, params))
 
-    def next_done(self) -> tuple[int, dict[str, Any]]:
-        worker, params = self._queued.pop(0)
-        return worker, self.worker.trial(params)
+    def next_done(self) -> tuple[int, list[dict[str, Any]]]:
+        worker, number, params = self._queued.pop(0)
+        return worker, self.worker.trial(number, params)
+
+    def finish(self, closing: bool) -> list[dict[str, Any]]:
+        return self.worker.settle(closing)
 
     def close(self) -> None:
         self.worker.close()
 
 
 def score(objective: str, figures: dict, baseline: dict) -> float:
-    """The trial's paired difference from its baseline, in % of the baseline's ms/token."""
+    """The trial's paired difference from its baselines, in % of their ms/token."""
     key = OBJECTIVES[objective][0]
     return round(100 * (figures[key] - baseline[key]) / baseline["ms_per_token"], 3)
 
@@ -92,8 +100,22 @@ def run_trials(study: optuna.Study, space: Space, base: Settings, pool: Pool, tr
     stopped or interrupted. The pool is not closed here."""
     on_event = on_event or (lambda kind, r, study: None)
     stop = stop or threading.Event()
-    idle, running = list(range(pool.size)), {}
+    idle, running = list(range(pool.size)), set()
+    waiting: dict[int, tuple[optuna.Trial, Settings]] = {}  # measured or running, not told
     asked = 0
+
+    def tell(results: list[dict[str, Any]]) -> None:
+        for result in results:
+            trial, settings = waiting.pop(result["number"])
+            judge(study, trial, settings, result, objective, guards)
+            on_event("done", row(study.trials[trial.number]), study)
+
+    def fail_waiting(reason: str) -> None:
+        for trial, _ in waiting.values():  # kept as failed, never scored
+            trial.set_user_attr("rejected", reason)
+            study.tell(trial, state=FAIL)
+            on_event("done", row(study.trials[trial.number]), study)
+
     try:
         while True:
             while idle and asked < trials and not stop.is_set():
@@ -110,19 +132,19 @@ def run_trials(study: optuna.Study, space: Space, base: Settings, pool: Pool, tr
                     on_event("done", row(study.trials[trial.number]), study)
                     continue
                 worker = idle.pop(0)
-                running[worker] = (trial, settings)
-                pool.submit(worker, params)
+                running.add(worker)
+                waiting[trial.number] = (trial, settings)
+                pool.submit(worker, trial.number, params)
                 on_event("start", {"number": trial.number, "params": params}, study)
             if not running:
+                tell(pool.finish(closing=True))  # the sentinel after each worker's last
+                fail_waiting("its worker failed before its baseline was measured again")
                 return asked >= trials and not stop.is_set()
-            worker, result = pool.next_done()
-            trial, settings = running.pop(worker)
+            worker, settled = pool.next_done()
+            running.discard(worker)
             idle.append(worker)
-            judge(study, trial, settings, result, objective, guards)
-            on_event("done", row(study.trials[trial.number]), study)
+            tell(settled)
     except (KeyboardInterrupt, Stopped):
-        for trial, _ in running.values():  # half-measured: kept as failed, never scored
-            trial.set_user_attr("rejected", "stopped before its measurement finished")
-            study.tell(trial, state=FAIL)
-            on_event("done", row(study.trials[trial.number]), study)
+        tell(pool.finish(closing=False))  # measured: paired with the baseline before only
+        fail_waiting("stopped before its measurement finished")
         return False

@@ -57,19 +57,33 @@ class RayPool:
         self.actors = [actor.remote(spec.base, spec.workload, spec.sentinel_every)
                        for _ in range(workers)]
         self.size = workers
-        self._pending: dict[ray.ObjectRef, int] = {}
+        self._pending: dict[ray.ObjectRef, tuple[int, int]] = {}  # -> (worker, trial)
 
-    def submit(self, worker: int, params: dict[str, Any]) -> None:
-        self._pending[self.actors[worker].trial.remote(params)] = worker
+    def submit(self, worker: int, number: int, params: dict[str, Any]) -> None:
+        self._pending[self.actors[worker].trial.remote(number, params)] = (worker, number)
 
-    def next_done(self) -> tuple[int, dict[str, Any]]:
+    def next_done(self) -> tuple[int, list[dict[str, Any]]]:
         (ref,), _ = ray.wait(list(self._pending), num_returns=1)
-        worker = self._pending.pop(ref)
+        worker, number = self._pending.pop(ref)
         try:
             return worker, ray.get(ref)
         except ray.exceptions.RayError as err:  # the trial fails; the study carries on
-            return worker, {"worker": f"ray worker {worker}", "baseline": None,
-                            "refused": f"the worker failed: {type(err).__name__}: {err}"}
+            return worker, [{"number": number, "worker": f"ray worker {worker}",
+                             "baseline": None,
+                             "refused": f"the worker failed: {type(err).__name__}: {err}"}]
+
+    def finish(self, closing: bool) -> list[dict[str, Any]]:
+        """Closing, every worker's sentinel; stopped, nothing: a worker may still be in
+        the middle of a trial, and its waiting trials are failed rather than waited for."""
+        if not closing:
+            return []
+        out = []
+        for ref in [a.settle.remote() for a in self.actors]:
+            try:
+                out += ray.get(ref)
+            except ray.exceptions.RayError:  # a failed worker: its trials are failed
+                pass
+        return out
 
     def close(self) -> None:
         for actor in self.actors:

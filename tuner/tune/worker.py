@@ -4,11 +4,12 @@ A trial's settings are submitted to the running session like any live change (re
 class knobs rebuild the engine in place; the model is never reloaded for a live knob),
 then the workload is decoded from its start: `warmup` tokens unmeasured, then the
 measured span that follows them (not a replay of the warm-up: a span that repeated the
-tokens the arena was just warmed on would flatter every cache policy). The baseline is measured on the same session before the first trial and
-again after every `sentinel_every` trials, and each trial is paired with the latest one:
-a machine that changes speed moves both, so the paired difference keeps only what the
-settings did (seed 001). Workers never compare across each other; each has its own
-baseline.
+tokens the arena was just warmed on would flatter every cache policy). The baseline is
+measured on the same session before the first trial, again after every `sentinel_every`
+trials and once more after the last (the sentinel), and each trial is scored against the
+mean of the baselines measured before and after it: a machine that changes speed moves
+them all, so the paired difference keeps what the settings did (seed 001). Workers never
+compare across each other; each has its own baseline.
 """
 
 from __future__ import annotations
@@ -95,8 +96,21 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def paired(before: dict, after: dict | None) -> dict[str, Any]:
+    """What a trial is scored against: the mean timings of the baselines measured before
+    and after it (a drift that is linear in time cancels out), or the one before alone."""
+    if after is None:
+        return {**before, "after_ms_per_token": None}
+    mean = {k: round((before[k] + after[k]) / 2, 3)
+            for k in ("ms_per_token", "stall_ms_per_token")}
+    return {**before, **mean, "before_ms_per_token": before["ms_per_token"],
+            "after_ms_per_token": after["ms_per_token"]}
+
+
 class TrialWorker:
-    """Trials on one measure, each paired with this worker's latest baseline."""
+    """Trials on one measure between measurements of this worker's baseline, A B ... A as
+    `tuner ab` runs: a trial is settled once the baseline has been measured again after it,
+    and scored against the baselines before and after it."""
 
     def __init__(self, base: dict[str, Any], workload: Workload, sentinel_every: int,
                  measure: Measure | None = None, name: str | None = None,
@@ -111,24 +125,39 @@ class TrialWorker:
         self.measure = measure or LiveMeasure(self.base, workload, prompt_ids, stop)
         self.name = name or worker_name()
         self.baselines: list[dict] = []  # every baseline measurement, in order
-        self.since = 0  # trials since the latest baseline
+        self.waiting: list[dict] = []  # trials measured since the latest baseline
 
-    def trial(self, params: dict[str, Any]) -> dict[str, Any]:
-        """The trial's figures and the baseline they pair with, or why it was refused."""
-        if not self.baselines:  # page cache and lazy initialisation, paid unmeasured
-            self.measure(self.base)
-        if not self.baselines or self.since >= self.every:
-            self.baselines.append({"index": len(self.baselines),
-                                   **self.measure(self.base)})
-            self.since = 0
-        self.since += 1
-        out: dict[str, Any] = {"worker": self.name, "baseline": self.baselines[-1]}
+    def _baseline(self) -> None:
+        self.baselines.append({"index": len(self.baselines), **self.measure(self.base)})
+
+    def trial(self, number: int, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Measures trial `number` (its figures, or why the engine refused it); returns
+        the earlier trials this settles, with the baseline each pairs with."""
+        settled = []
+        if not self.baselines:
+            self.measure(self.base)  # page cache and lazy initialisation, paid unmeasured
+            self._baseline()
+        elif len(self.waiting) >= self.every:
+            settled = self.settle()
+        out: dict[str, Any] = {"number": number, "worker": self.name}
         try:
             out["figures"] = self.measure(apply(self.base, params))
         except SettingsError as err:
             out["refused"] = str(err)
-        return out
+        self.waiting.append(out)
+        return settled
 
+    def settle(self, closing: bool = True) -> list[dict[str, Any]]:
+        """The waiting trials with their baseline: the mean of the one before them and one
+        measured now, or (`closing` False, as when stopped) the one before alone."""
+        if not self.waiting:
+            return []
+        before = self.baselines[-1]
+        if closing:
+            self._baseline()
+        pair = paired(before, self.baselines[-1] if closing else None)
+        settled, self.waiting = [{**t, "baseline": pair} for t in self.waiting], []
+        return settled
     def close(self) -> None:
         close = getattr(self.measure, "close", None)
         if close:
