@@ -121,7 +121,8 @@ class TuneRunner:
             return
         job.rows = [*job.rows, r]  # a new list: readers never see one half-appended
         job.front = [t.number for t in front(study)]
-        job.running = None
+        if job.running == r["number"]:  # trials are told once the baseline after them is in
+            job.running = None
 
     def _run(self, job: TuneJob, spec) -> None:
         from tuner.tune.run import tune
