@@ -84,11 +84,12 @@ def test_page_loads_and_the_layer_table_keeps_updating(live, open_page):
     expect(page.locator("#st-state")).to_have_text("paused")
     page.get_by_role("button", name="resume").click()
     expect(page.locator("#st-state")).to_have_text("running")
-    rows = page.locator("#layers tbody tr")
     page.wait_for_function("tunerStats.messages > 10")
-    hits = [float(rows.nth(i).locator("td[data-col=hits]").text_content().replace(",", ""))
-            for i in range(4)]
-    assert hits == sorted(hits, reverse=True)
+    # read in one go: cell by cell, an update swapped in between would mix two tables
+    texts = page.locator("#layers tbody td[data-col=hits]").evaluate_all(
+        "cells => cells.map((c) => c.textContent)")
+    hits = [float(t.replace(",", "")) for t in texts]
+    assert len(hits) == 4 and hits == sorted(hits, reverse=True)
     shot(page, "dashboard-tiny")
 
 
