@@ -177,6 +177,21 @@ def test_ab_panel_runs_an_ab_and_shows_the_verdict(live, open_page):
     shot(page, "dashboard-ab")
 
 
+def test_tune_panel_runs_a_tune_and_shows_its_front(live, open_page):
+    page = open_page(live.url)
+    form = page.locator("form.tune-start")
+    form.locator("input[name=trials]").fill("3")
+    form.locator("input[name=tokens]").fill("8")
+    form.locator("input[name=space]").fill("prefetch=off|stale")
+    form.locator("button").click()
+    expect(page.locator("#tune-best")).to_contain_text("best so far: trial", timeout=60_000)
+    expect(page.locator("#tune-status")).not_to_have_attribute("hx-trigger", "every 1s",
+                                                               timeout=60_000)
+    expect(page.locator("#tune-trials tbody tr")).to_have_count(3)
+    expect(page.locator("#tune-pareto circle.front").first).to_be_visible()
+    shot(page, "dashboard-tune")
+
+
 def test_page_reconnects_after_a_server_restart(controller, open_page):
     servers = serve(controller)
     live = next(servers)
