@@ -73,6 +73,9 @@ class ABRunner:
         with self._lock:
             if self.job is not None and self.job.state == "running":
                 raise ValueError(f"an A/B is already running ({self.job.a} vs {self.job.b})")
+            if ctl.tune.busy:  # both pause the live session and want the machine alone
+                raise ValueError(f"a tune is running (study {ctl.tune.job.study!r}); start "
+                                 "the A/B once it is over")
             job = ABJob(a, b, pairs, tokens,
                         total_runs=len(schedule(pairs)) * max(1, len(workloads)),
                         workloads=workloads, rules=rules, max_kl=max_kl,

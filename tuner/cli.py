@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "tuner.commands.bench",
     "tuner.commands.ab",
     "tuner.commands.quality",
+    "tuner.commands.tune",
     "tuner.commands.trace",
     "tuner.commands.replay",
     "tuner.commands.budgets",

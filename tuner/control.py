@@ -28,6 +28,7 @@ from tuner.presets import Preset, Store, knob_diff
 from tuner.settings import Settings, SettingsError, apply, to_config
 from tuner.traces.budgets import BudgetError, plan
 from tuner.traces.curve import LiveCurve
+from tuner.tune_job import TuneRunner
 
 # While a UI or the server shares the engine's process, a thread that wants the GIL waits
 # at most this long for its holder (Python's default is 5 ms), so the decode thread gets it
@@ -76,9 +77,11 @@ class Controller:
         self._lock = threading.Lock()  # one settings change at a time
         self.ab = ABRunner(self)
         self.curve = LiveCurve(session)
+        self.tune = TuneRunner(self)
 
     def close(self) -> None:
-        """Stops the session and the curve's worker process."""
+        """Stops a tune, the session and the curve's worker process."""
+        self.tune.stop()
         self.curve.close()
         self.session.stop()
 

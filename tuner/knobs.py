@@ -30,6 +30,12 @@ class Knob:
     off: float | None = None  # a value below the range that switches the knob off
     pattern: str | None = None  # a str knob's allowed values as a regular expression
     pattern_words: str = ""  # the same in words, for error messages and help
+    # What `tuner tune` searches by default: (low, high) for a number, the values tried for
+    # a switch or a choice; None = left at its value unless --space names it.
+    search: tuple | None = None
+    # A value other than 0 may change the output on purpose: such a knob is judged by the
+    # quality gate, and `tuner tune` searches it only when a gate is given.
+    lossy: bool = False
 
     @property
     def label(self) -> str:
@@ -79,6 +85,7 @@ class Knob:
             "help": self.help,
             "seed": self.seed,
             "allowed": self.allowed(),
+            "search": list(self.search) if self.search else None,
         }
 
 
@@ -93,24 +100,27 @@ KNOBS: tuple[Knob, ...] = (
     # routing
     Knob("moce_bonus", "STRATA_METAL_MOCE_BONUS", float, 0.0,
          "resident bonus b added to the logit of resident experts after the protected picks; "
-         "0 = exact routing (bit-identical output)", "routing", S000, 0.0, 10.0, unit="logit"),
+         "0 = exact routing (bit-identical output)", "routing", S000, 0.0, 10.0, unit="logit",
+         search=(0.0, 2.0), lossy=True),
     Knob("moce_protect", "STRATA_METAL_MOCE_PROTECT", int, 3,
          "picks made by raw logit before the bonus applies", "routing", S000, 0, 64),
     Knob("moce_bonus_r1", "STRATA_METAL_MOCE_BONUS_R1", float, 0.0,
          "resident preference from rank 1 up to protect", "routing", S000, 0.0, 10.0,
-         unit="logit"),
+         unit="logit", lossy=True),
     Knob("drop_cold", "STRATA_DROP_COLD", float, 0.0,
          "drop-cold-experts: a routed expert that misses with a routing weight (softmax over "
          "the selected top-k) below this is neither read nor computed; the top-weighted "
          "expert is always kept, and prefetch skips predictions it would drop (0 = off)",
-         "routing", S001, 0.0, 1.0, unit="weight"),
+         "routing", S001, 0.0, 1.0, unit="weight", search=(0.0, 0.2), lossy=True),
     # prefetch
     Knob("prefetch", "STRATA_PREFETCH", str, "off",
          "predictor whose guesses for the next layer are read ahead", "prefetch", S001,
-         choices=("off", "prev", "stale")),
+         choices=("off", "prev", "stale"),
+         search=("off", "prev", "stale")),
     Knob("prefetch_max", "STRATA_PREFETCH_MAX", int, 2,
          "predicted misses speculated per layer (0 = all)", "prefetch", S001, 0, 512,
-         unit="experts"),
+         unit="experts",
+         search=(0, 8)),
     Knob("prefetch_unpert", "STRATA_METAL_PREFETCH_UNPERT", bool, True,
          "1 = predict the raw top-k; 0 = ranks >= 3 predicted with the resident bonus",
          "prefetch", S000),
@@ -119,17 +129,20 @@ KNOBS: tuple[Knob, ...] = (
          "prefetch", S000),
     Knob("prefetch_touch", "STRATA_METAL_PREFETCH_TOUCH", bool, False,
          "a speculative hit on a resident expert promotes it in the cache order",
-         "prefetch", S000),
+         "prefetch", S000,
+         search=(False, True)),
     # cache
     Knob("decode_2q", "STRATA_METAL_DECODE_2Q", bool, False,
          "two-hit protected LRU: fresh slots start cold, the second claim promotes",
-         "cache", S000),
+         "cache", S000,
+         search=(False, True)),
     Knob("expert_cache", "STRATA_EXPERT_CACHE", int, 0,
          "arena slots (0 = 20 % of the model's layer-expert pairs)", "cache", S000, 0, 1 << 20,
          unit="slots", restart=True),
     Knob("arena_split", "STRATA_ARENA_SPLIT", str, "global",
          "global: one arena shared by all layers; layers: each layer has a slot quota "
-         "(arena_budgets) and evicts within it", "cache", S000, choices=("global", "layers")),
+         "(arena_budgets) and evicts within it", "cache", S000, choices=("global", "layers"),
+         search=("global", "layers")),
     Knob("arena_budgets", "STRATA_ARENA_BUDGETS", str, "",
          "slot quota of each layer with arena_split = layers, summing to the arena (empty = "
          "an even split); `tuner budgets` computes them from hit curves", "cache", S000,
@@ -146,13 +159,15 @@ KNOBS: tuple[Knob, ...] = (
          "scaled to the model)", "prefill", S000, 0, 1 << 16, unit="experts"),
     Knob("prompt_hot", "STRATA_PROMPT_HOT", bool, True,
          "prefill: victims come from outside the prompt-hot set first, then fall back; the "
-         "set leaves 2*top_k+32 slots at the tail", "prefill", S000),
+         "set leaves 2*top_k+32 slots at the tail", "prefill", S000, search=(False, True)),
     # io
     Knob("io_workers", "STRATA_IO_WORKERS", int, 8,
-         "reader threads", "io", S000, 1, 64, unit="threads", restart=True),
+         "reader threads", "io", S000, 1, 64, unit="threads", restart=True,
+         search=(4, 16)),
     Knob("io_urgent", "STRATA_IO_URGENT", int, 2,
          "reader threads reserved for demand reads", "io", S000, 0, 63, unit="threads",
-         restart=True),
+         restart=True,
+         search=(0, 3)),
     Knob("io_direct", "STRATA_IO_DIRECT", bool, False,
          "read experts with O_DIRECT so reads bypass the page cache", "io", "-",
          restart=True),

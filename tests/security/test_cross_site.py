@@ -22,12 +22,16 @@ ROUTES = [
     ("POST", "/ui/presets/2q/apply", "", FORM),
     ("POST", "/ui/presets", "name=planted&description=x", FORM),
     ("POST", "/ui/ab", "a=baseline&b=2q&pairs=1&tokens=8", FORM),
+    ("POST", "/ui/tune", "trials=2&tokens=8", FORM),
+    ("POST", "/ui/tune/stop", "", FORM),
     ("POST", "/api/presets/seed002-x4/apply", "", None),
     ("POST", "/api/session/pause", "", None),
     ("POST", "/api/session/reset", "", None),
     ("PATCH", "/api/settings", json.dumps({"moce_bonus": 9.25}), "text/plain"),
     ("POST", "/api/presets/planted", json.dumps({"description": "x"}), "text/plain"),
     ("POST", "/api/ab", json.dumps({"a": "baseline", "b": "2q", "pairs": 1}), "text/plain"),
+    ("POST", "/api/tune", json.dumps({"trials": 2, "tokens": 8}), "text/plain"),
+    ("POST", "/api/tune/stop", "", None),
     ("DELETE", "/api/presets/mine", "", None),
 ]
 IDS = [f"{m} {p}" for m, p, _, _ in ROUTES]
@@ -50,6 +54,7 @@ def watched(live):
     def unchanged() -> None:
         assert live.controller.state() == before[0]
         assert live.controller.ab.job is None
+        assert live.controller.tune.job is None
         assert "planted" not in live.controller.store.names()
         assert "mine" in live.controller.store.names()
         assert live.session.state == "running"

@@ -84,11 +84,12 @@ def test_page_loads_and_the_layer_table_keeps_updating(live, open_page):
     expect(page.locator("#st-state")).to_have_text("paused")
     page.get_by_role("button", name="resume").click()
     expect(page.locator("#st-state")).to_have_text("running")
-    rows = page.locator("#layers tbody tr")
     page.wait_for_function("tunerStats.messages > 10")
-    hits = [float(rows.nth(i).locator("td[data-col=hits]").text_content().replace(",", ""))
-            for i in range(4)]
-    assert hits == sorted(hits, reverse=True)
+    # read in one go: cell by cell, an update swapped in between would mix two tables
+    texts = page.locator("#layers tbody td[data-col=hits]").evaluate_all(
+        "cells => cells.map((c) => c.textContent)")
+    hits = [float(t.replace(",", "")) for t in texts]
+    assert len(hits) == 4 and hits == sorted(hits, reverse=True)
     shot(page, "dashboard-tiny")
 
 
@@ -174,6 +175,21 @@ def test_ab_panel_runs_an_ab_and_shows_the_verdict(live, open_page):
     expect(page.locator("#ab-status table.ab-runs tbody tr")).to_have_count(3)
     expect(page.locator("#ab-status")).not_to_have_attribute("hx-trigger", "every 1s")
     shot(page, "dashboard-ab")
+
+
+def test_tune_panel_runs_a_tune_and_shows_its_front(live, open_page):
+    page = open_page(live.url)
+    form = page.locator("form.tune-start")
+    form.locator("input[name=trials]").fill("3")
+    form.locator("input[name=tokens]").fill("8")
+    form.locator("input[name=space]").fill("prefetch=off|stale")
+    form.locator("button").click()
+    expect(page.locator("#tune-best")).to_contain_text("best so far: trial", timeout=60_000)
+    expect(page.locator("#tune-status")).not_to_have_attribute("hx-trigger", "every 1s",
+                                                               timeout=60_000)
+    expect(page.locator("#tune-trials tbody tr")).to_have_count(3)
+    expect(page.locator("#tune-pareto circle.front").first).to_be_visible()
+    shot(page, "dashboard-tune")
 
 
 def test_page_reconnects_after_a_server_restart(controller, open_page):

@@ -6,22 +6,35 @@ import argparse
 
 from tuner.cli import print_json
 from tuner.knobs import KNOBS
+from tuner.tune.space import default_dimension
 
-HEADER = ("group", "knob", "env", "default", "allowed", "unit", "class", "what it does")
+HEADER = ("group", "knob", "env", "default", "allowed", "unit", "class", "tune searches",
+          "what it does")
 
 
 def rows() -> list[tuple[str, ...]]:
     """One row per knob, the columns of HEADER."""
     return [(k.group, k.name, k.env, repr(int(k.default) if k.type is bool else k.default),
-             k.allowed(), k.unit or "-", "restart" if k.restart else "live", k.help)
+             k.allowed(), k.unit or "-", "restart" if k.restart else "live",
+             _searched(k), k.help)
             for k in KNOBS]
+
+
+def _searched(k) -> str:
+    if not k.search:
+        return "-"
+    return default_dimension(k).describe() + (" (lossy: with a gate)" if k.lossy else "")
 
 
 def markdown() -> str:
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    for group, name, env, default, allowed, unit, cls, help_ in rows():
+    for group, name, env, default, allowed, unit, cls, search, help_ in rows():
+        # a | inside a table cell ends the cell unless escaped, even in code
+        if search != "-":
+            code, _, note = search.partition(" ")
+            search = f"`{code}`".replace("|", "\\|") + (f" {note}" if note else "")
         lines.append(f"| {group} | `{name}` | `{env}` | `{default}` | {allowed} | {unit} | "
-                     f"{cls} | {help_} |")
+                     f"{cls} | {search} | {help_} |")
     return "\n".join(lines) + "\n"
 
 

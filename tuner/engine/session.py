@@ -163,12 +163,18 @@ class Session:
             trim_heap()
         self.tokenizer = tokenizer
         self.workload = workload
-        self._turns = workload.turns()
         self._encoded: dict[str, list[int]] = {}  # every text prompt, encoded once
         for text in {t.prompt for c in workload.conversations for t in c
                      if isinstance(t.prompt, str)}:
             self._encoded[text], unknown = encode(tokenizer, text)
             self.unknown_words += [w for w in unknown if w not in self.unknown_words]
+        self.rewind(cfg)
+
+    def rewind(self, cfg: Config | None = None) -> None:
+        """Back to the start of the workload: its first turn, the sampler's seed, an empty
+        output hash; the arena keeps what it holds. Call it between tokens only."""
+        cfg = cfg or self.cfg
+        self._turns = self.workload.turns()
         self._turn: Turn | None = None
         self.turn_index = 0  # of the current turn in its conversation
         self._generated = 0  # tokens generated in the current turn
@@ -337,12 +343,12 @@ class Session:
         if reset:
             self.engine.reset_counters()
 
-    def run(self, tokens: int) -> None:
-        """Runs `tokens` tokens (prompt and generated) on the calling thread, then settles
-        speculation."""
+    def run(self, tokens: int, stop: threading.Event | None = None) -> None:
+        """Runs `tokens` tokens (prompt and generated) on the calling thread (fewer once
+        `stop` is set), then settles speculation."""
         use_threads(self.cfg.threads)
         done = 0
-        while done < tokens:
+        while done < tokens and not (stop is not None and stop.is_set()):
             with self._lock:
                 boundary = self._take_boundary()
             self._apply(boundary)

@@ -21,7 +21,7 @@ from typing import Any
 
 from tuner.engine.session import Session
 from tuner.measure.compare import compare, schedule
-from tuner.measure.rules import evaluate, ruleset, ruleset_label, verdict
+from tuner.measure.rules import QUALITY_EVERY, evaluate, ruleset, ruleset_label, verdict
 from tuner.presets import PresetError, knob_diff, resolve
 from tuner.settings import Settings, SettingsError, apply, from_texts, to_config
 
@@ -30,7 +30,6 @@ START_STATE = ("every run is a fresh session from its arm's settings: same seed,
 # Counters a run of one arm must repeat exactly; timings are the only thing that may vary.
 REPEATED = ("hit_rate", "sync_misses", "bytes_per_token", "output_hash", "quality_kl",
             "top1_agreement")
-QUALITY_EVERY = 4  # tokens between the quality probe's samples in a run
 
 
 ARM_FORMS = "an arm is a preset name, a .toml file or knob=value pairs separated by commas"

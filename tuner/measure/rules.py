@@ -24,6 +24,7 @@ from tuner.format import figure
 from tuner.measure.compare import compare
 
 PASS, REJECT, NOT_APPLICABLE = "pass", "reject", "n/a"
+QUALITY_EVERY = 4  # tokens between the quality probe's samples where a gate needs them
 
 
 @dataclass(frozen=True)

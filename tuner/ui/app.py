@@ -28,6 +28,8 @@ from tuner.ui.screens.knobs import KnobsScreen
 from tuner.ui.screens.layers import LayersScreen
 from tuner.ui.screens.overview import OverviewScreen
 from tuner.ui.screens.presets import PresetsScreen
+from tuner.ui.screens.tune import TuneScreen
+from tuner.ui.screens.tune_dialog import TuneDialog, TuneRequest
 
 T = TypeVar("T")
 
@@ -80,6 +82,7 @@ class TunerApp(App[int]):
                 tooltip="screen: apply, save, diff presets; A/B of two"),
         Binding("5", "switch_mode('experts')", "Experts",
                 tooltip="screen: hot experts (heat map) and hit rate over arena size"),
+        Binding("t", "tune", "Tune", tooltip="tune: start one, or follow the one running"),
         Binding("p", "toggle_pause", "Pause", tooltip="pause or resume the decode loop"),
         Binding("r", "reset", "Reset", tooltip="zero the counters, cumulative and window"),
         Binding("question_mark,f1", "help", "Help",
@@ -180,6 +183,25 @@ class TunerApp(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def action_tune(self) -> None:
+        self.run_worker(self._tune(), group="tune")
+
+    async def _tune(self) -> None:
+        """The running tune's screen, or the dialog that starts one."""
+        job = await self.attempt(self.backend.tune_status(), "tune")
+        if job is FAILED:
+            return
+        if job is not None and job["state"] in ("running", "stopping"):
+            await self.push_screen(TuneScreen(job))
+            return
+        await self.push_screen(TuneDialog(), lambda answer: answer and self.run_worker(
+            self._start_tune(answer), group="tune"))
+
+    async def _start_tune(self, answer: TuneRequest) -> None:
+        job = await self.attempt(self.backend.start_tune(*answer), "tune not started")
+        if job is not FAILED:
+            await self.push_screen(TuneScreen(job))
 
     def apply_preset(self, name: str) -> None:
         self.run_worker(self._apply_preset(name), group="apply")

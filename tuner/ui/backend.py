@@ -142,3 +142,21 @@ class Backend(ABC):
     @abstractmethod
     async def ab_status(self) -> dict[str, Any] | None:
         """The latest A/B job (as `start_ab` returns it), or None when none was started."""
+
+    @abstractmethod
+    async def start_tune(self, trials: int, tokens: int, objective: str, space: str,
+                         fix: str, max_kl: float | None = None,
+                         min_agreement: float | None = None) -> dict[str, Any]:
+        """Starts a tune from the live settings in the background, with the live session
+        paused while it runs, lossy trials judged by the quality limits (with a limit the
+        lossy knobs are searched too); returns the job (see
+        `tuner.tune_job.TuneJob.as_dict`). Raises BackendError for a bad space, fix, count
+        or limit, or while a tune or an A/B runs; nothing starts then."""
+
+    @abstractmethod
+    async def tune_status(self) -> dict[str, Any] | None:
+        """The latest tune job, or None when none was started."""
+
+    @abstractmethod
+    async def stop_tune(self) -> dict[str, Any] | None:
+        """Ends the tune at the next token; the job, or None when none was started."""

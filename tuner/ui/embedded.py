@@ -111,3 +111,23 @@ class EmbeddedBackend(Backend):
     async def ab_status(self) -> dict[str, Any] | None:
         job = self.controller.ab.job
         return None if job is None else job.as_dict()
+
+    async def start_tune(self, trials: int, tokens: int, objective: str, space: str,
+                         fix: str, max_kl: float | None = None,
+                         min_agreement: float | None = None) -> dict[str, Any]:
+        from tuner.tune_job import TuneBusy
+
+        try:
+            job = await self._call(self.controller.tune.start, trials, tokens, objective,
+                                   space, fix, max_kl, min_agreement)
+        except (ValueError, TuneBusy) as err:  # a bad space, count or limit, or one running
+            raise BackendError(str(err)) from None
+        return job.as_dict()
+
+    async def tune_status(self) -> dict[str, Any] | None:
+        job = self.controller.tune.job
+        return None if job is None else job.as_dict()
+
+    async def stop_tune(self) -> dict[str, Any] | None:
+        job = self.controller.tune.stop()
+        return None if job is None else job.as_dict()

@@ -186,3 +186,16 @@ class RemoteBackend(Backend):
 
     async def ab_status(self) -> dict[str, Any] | None:
         return await self._request("GET", "/api/ab", absent=True)
+
+    async def start_tune(self, trials: int, tokens: int, objective: str, space: str,
+                         fix: str, max_kl: float | None = None,
+                         min_agreement: float | None = None) -> dict[str, Any]:
+        return await self._request("POST", "/api/tune", json={
+            "trials": trials, "tokens": tokens, "objective": objective, "space": space,
+            "fix": fix, "max_kl": max_kl, "min_agreement": min_agreement})
+
+    async def tune_status(self) -> dict[str, Any] | None:
+        return await self._request("GET", "/api/tune", absent=True)
+
+    async def stop_tune(self) -> dict[str, Any] | None:
+        return await self._request("POST", "/api/tune/stop", absent=True)

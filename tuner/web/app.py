@@ -16,7 +16,7 @@ from tuner.web import errors
 from tuner.web.gate import Gate
 from tuner.web.hub import Hub
 from tuner.web.limits import BodyLimit
-from tuner.web.routes import ab, dashboard, metrics, presets, session, settings, stream
+from tuner.web.routes import ab, dashboard, metrics, presets, session, settings, stream, tune
 from tuner.web.schemas import COMMON
 from tuner.web.steering import Steering
 
@@ -58,7 +58,7 @@ def create_app(controller: Controller, token: str | None = None, *,
     errors.install(app)
     app.add_middleware(BodyLimit)
     app.add_middleware(Gate, token=token, allowed_hosts=allowed_hosts)  # the outermost
-    for module in (settings, session, presets, ab, stream, metrics, dashboard):
+    for module in (settings, session, presets, ab, tune, stream, metrics, dashboard):
         app.include_router(module.router)
     # The page's scripts and styles, vendored: the page works with no internet. Not
     # secret, so the gate serves them without the token.

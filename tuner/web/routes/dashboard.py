@@ -20,11 +20,15 @@ from tuner.knobs import BY_NAME, GROUPS, KNOBS
 from tuner.measure.rules import RULESETS
 from tuner.presets import PresetError, PresetExists
 from tuner.settings import SettingsError, from_texts
+from tuner.tune.worker import DEFAULT_OBJECTIVE, SENTINEL_EVERY
+from tuner.tune_job import DEFAULT_TOKENS as DEFAULT_TUNE_TOKENS
+from tuner.tune_job import DEFAULT_TRIALS, TRIALS, TuneBusy
 from tuner.web.connection import serve_client
 from tuner.web.deps import ControllerDep, HubDep, PresetName, SteeringDep, preset_name
 from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox
 from tuner.web.page import DEFAULT_COLUMNS, HEAT_LEVELS, PageView
 from tuner.web.routes.presets import known
+from tuner.web.tune_view import pareto_svg
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
@@ -66,6 +70,9 @@ def page(request: Request, controller: ControllerDep) -> HTMLResponse:
         "headlines": HEADLINES,
         "column_sets": COLUMN_SETS,
         "column_set": DEFAULT_COLUMNS,
+        "tune_job": controller.tune.job,
+        "tune_form": (_scatter(controller.tune.job), TRIALS, TOKENS, DEFAULT_TRIALS,
+                      DEFAULT_TUNE_TOKENS, SENTINEL_EVERY),
         "levels": HEAT_LEVELS,
     })
 
@@ -202,6 +209,42 @@ def start_ab(values: FormDep, request: Request, controller: ControllerDep) -> HT
 def ab_status(request: Request, controller: ControllerDep) -> HTMLResponse:
     """The latest A/B's progress and result; it polls itself while the A/B runs."""
     return _ab_status(request, controller)
+
+
+def _tune_status(request: Request, controller: Controller, message: str | None = None,
+                 error: bool = False) -> HTMLResponse:
+    status = _macros("tune.html", request).status
+    return _html(status(controller.tune.job, _scatter(controller.tune.job), message, error))
+
+
+def _scatter(job) -> str:
+    return pareto_svg(job.rows, job.front) if job else ""
+
+
+@router.post("/ui/tune", response_class=HTMLResponse)
+def start_tune(values: FormDep, request: Request, controller: ControllerDep) -> HTMLResponse:
+    """Starts a tune from the live settings; a rejection comes back as a message above the
+    status of the latest tune, and starts nothing."""
+    try:
+        controller.tune.start(_count(values, "trials"), _count(values, "tokens"),
+                              values.get("objective", DEFAULT_OBJECTIVE),
+                              values.get("space", ""), values.get("fix", ""),
+                              _limit(values, "max_kl"), _limit(values, "min_agreement"))
+    except (ValueError, TuneBusy) as err:  # bad counts, space, fix or limits; one running
+        return _tune_status(request, controller, str(err), error=True)
+    return _tune_status(request, controller)
+
+
+@router.get("/ui/tune", response_class=HTMLResponse)
+def tune_status(request: Request, controller: ControllerDep) -> HTMLResponse:
+    """The latest tune's trials, front and best; it polls itself while the tune runs."""
+    return _tune_status(request, controller)
+
+
+@router.post("/ui/tune/stop", response_class=HTMLResponse)
+def stop_tune(request: Request, controller: ControllerDep) -> HTMLResponse:
+    controller.tune.stop()
+    return _tune_status(request, controller)
 
 
 @router.websocket("/ui/ws")

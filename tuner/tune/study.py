@@ -1,0 +1,153 @@
+"""The Optuna study a tune reports into: where it is stored, what it was run with, its
+trials as rows, its Pareto front and its best trial as a preset.
+
+Two objectives, both minimised: the trial's time per token against its paired baseline,
+in % of the baseline's ms per token (`ms`: the whole token; `stall`: the exposed read
+stall only), and bytes read per token. A relative score keeps trials from workers on
+different machines on one scale; bytes per token are counted, not timed, so they need no
+pairing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from tuner.knobs import KNOBS
+from tuner.presets import Preset, Store, user_dir
+from tuner.settings import Settings, apply, non_default, validate
+from tuner.tune.worker import OBJECTIVES
+
+BYTES = "bytes/token"
+
+
+class TuneError(ValueError):
+    """A study cannot be run or read as asked; the message says what to change."""
+
+
+def default_storage() -> str:
+    home = user_dir().parent
+    home.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{home / 'tune.db'}"
+
+
+def storage_url(text: str | None) -> str:
+    """An Optuna storage URL; a plain path is an SQLite file."""
+    if not text:
+        return default_storage()
+    if "://" in text:
+        return text
+    return f"sqlite:///{Path(text).resolve()}"
+
+
+def open_study(storage: str, name: str, spec: dict[str, Any], seed: int) -> optuna.Study:
+    """Creates the study or resumes it; a resumed study must have been run with the same
+    baseline (its workload knob included), space, objective, span and quality gate, or its
+    trials would not be comparable."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    existing = _load(storage, name)
+    # A resumed study's sampler starts from another seed, or it would repeat its first picks
+    offset = len(existing.trials) if existing else 0
+    sampler = optuna.samplers.TPESampler(seed=seed + offset)
+    study = optuna.create_study(storage=storage, study_name=name, load_if_exists=True,
+                                directions=["minimize", "minimize"], sampler=sampler)
+    old = study.user_attrs.get("spec")
+    if old is None:
+        study.set_user_attr("spec", spec)
+        with warnings.catch_warnings():  # experimental since Optuna 3.2, read by the dashboard
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names([OBJECTIVES[spec["objective"]][1], BYTES])
+    elif old != spec:
+        differ = sorted(k for k in spec.keys() | old.keys() if spec.get(k) != old.get(k))
+        raise TuneError(f"study {name!r} in {storage} was run with other "
+                        f"{', '.join(differ)} ({', '.join(f'{k}: {old.get(k)!r}' for k in differ)}"
+                        f"); give the same to resume it, or name a new --study")
+    return study
+
+
+def _load(storage: str, name: str) -> optuna.Study | None:
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        return None
+
+
+def load_study(storage: str, name: str) -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = _load(storage, name)
+    if study is None or "spec" not in study.user_attrs:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise TuneError(f"no tune study {name!r} in {storage}; studies there: "
+                        f"{', '.join(names) or 'none'}")
+    return study
+
+
+def spec_base(study: optuna.Study) -> Settings:
+    return validate(study.user_attrs["spec"]["base"])
+
+
+def row(t: optuna.trial.FrozenTrial) -> dict[str, Any]:
+    """A trial as the CLI, the API and the page show it."""
+    a = t.user_attrs
+    fig, base = a.get("figures") or {}, a.get("baseline") or {}
+    return {"number": t.number, "state": t.state.name.lower(), "worker": a.get("worker"),
+            "params": t.params, "score_pct": t.values[0] if t.values else None,
+            "bytes_per_token": fig.get("bytes_per_token"),
+            "ms_per_token": fig.get("ms_per_token"),
+            "stall_ms_per_token": fig.get("stall_ms_per_token"),
+            "hit_rate": fig.get("hit_rate"), "quality_kl": fig.get("quality_kl"),
+            "top1_agreement": fig.get("top1_agreement"),
+            "baseline_ms_per_token": base.get("ms_per_token"),
+            "baseline_index": base.get("index"),
+            "rejected": a.get("rejected")}
+
+
+def rows(study: optuna.Study) -> list[dict[str, Any]]:
+    return [row(t) for t in study.get_trials(deepcopy=False)]
+
+
+def front(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The Pareto front of the finished trials that passed their guards, fastest first."""
+    return sorted(study.best_trials, key=lambda t: tuple(t.values))
+
+
+def best(study: optuna.Study, number: int | None = None) -> optuna.trial.FrozenTrial:
+    """Trial `number` (it must have passed), else the fastest of the Pareto front."""
+    done = {t.number: t for t in study.get_trials(
+        deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))}
+    if number is not None:
+        if number not in done:
+            raise TuneError(f"trial {number} of study {study.study_name!r} did not finish "
+                            f"and pass its guards; those that did: {sorted(done) or 'none'}")
+        return done[number]
+    pareto = front(study)
+    if not pareto:
+        raise TuneError(f"study {study.study_name!r} has no finished trial that passed its "
+                        "guards yet: nothing to save")
+    return pareto[0]
+
+
+def trial_settings(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> Settings:
+    return apply(spec_base(study), trial.params)
+
+
+def tuning(settings: Settings) -> Settings:
+    """The settings without the session group (model, device, seed, ...): a preset of a
+    tune is a tuning that applies to whatever model the session runs."""
+    session = {k.name for k in KNOBS if k.group == "session"}
+    return validate({k: v for k, v in non_default(settings).items() if k not in session})
+
+
+def save_best(study: optuna.Study, name: str, number: int | None = None,
+              store: Store | None = None, overwrite: bool = False
+              ) -> tuple[Preset, optuna.trial.FrozenTrial]:
+    trial = best(study, number)
+    settings = tuning(trial_settings(study, trial))
+    figure = OBJECTIVES[study.user_attrs["spec"]["objective"]][0]
+    description = (f"tune study {study.study_name!r}, trial {trial.number}: "
+                   f"{trial.values[0]:+.1f} % {figure} against its baseline, "
+                   f"{trial.values[1]:.0f} bytes/token")
+    return (store or Store()).save(name, settings, description, overwrite=overwrite), trial

@@ -1,0 +1,135 @@
+"""A tune as it runs: its state, the best trial so far, the Pareto front and every trial,
+the running one on top; `s` stops it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from tuner.ui.backend import BackendError
+
+if TYPE_CHECKING:
+    from tuner.ui.app import TunerApp
+
+COLUMNS = (("trial", 6), ("state", 9), ("vs base %", 10), ("ms/token", 10), ("base ms", 10),
+           ("bytes/token", 12), ("hit %", 7), ("worker", 16), ("knobs", 60))
+OVER = ("done", "stopped", "failed")
+
+
+def _num(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def knobs(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+def progress(job: dict[str, Any]) -> str:
+    head = (f"study {job['study']}: {job['done']} of {job['trials']} trials, {job['tokens']} "
+            f"measured tokens each, {job['objective']} objective; ")
+    if job["state"] == "failed":
+        return head + f"failed: {job['error']}"
+    if job["state"] == "running":
+        running = "-" if job["running"] is None else job["running"]
+        return head + f"trial {running} running; the live session is paused (s: stop)"
+    if job["state"] == "stopping":
+        return head + "stopping"
+    return head + job["state"]
+
+
+def best(job: dict[str, Any]) -> str:
+    b = job["best"]
+    front = ", ".join(str(n) for n in job["front"]) or "-"
+    if b is None:
+        return f"best so far: none yet; Pareto front: {front}"
+    return (f"best so far: trial {b['number']}, {_num(b['score_pct'], '+.1f')} % against its "
+            f"baseline ({_num(b['ms_per_token'])} vs {_num(b['baseline_ms_per_token'])} "
+            f"ms/token), {b['bytes_per_token']} bytes/token: {knobs(b['params'])}\n"
+            f"Pareto front (ms/token vs baseline, bytes/token): trials {front}")
+
+
+def cells(r: dict[str, Any], front: list[int]) -> tuple:
+    state = "front" if r["number"] in front else ("rejected" if r["rejected"] else r["state"])
+    return (r["number"], state, _num(r["score_pct"], "+.1f"), _num(r["ms_per_token"]),
+            _num(r["baseline_ms_per_token"]), _num(r["bytes_per_token"], "d"),
+            _num(r["hit_rate"], ".2f"), r["worker"] or "-",
+            r["rejected"] or knobs(r["params"]))
+
+
+class TuneScreen(Screen):
+    """Follows the latest tune until it ends; closing the screen leaves it running."""
+
+    app: TunerApp
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Back"),
+                                             Binding("s", "stop", "Stop the tune")]
+
+    def __init__(self, job: dict[str, Any]):
+        super().__init__()
+        self.job = job
+
+    def compose(self) -> ComposeResult:
+        yield Static(progress(self.job), id="tune-progress", markup=False)
+        yield Static(best(self.job), id="tune-best", markup=False)
+        yield DataTable(id="tune-trials", cursor_type="none")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#tune-trials", DataTable)
+        for name, width in COLUMNS:
+            table.add_column(name, width=width, key=name)
+        self.show(self.job)
+        self.run_worker(self.follow, group="tune", exclusive=True)
+
+    async def follow(self) -> None:
+        """Polls the job at the repaint rate until it ends; a worker on the event loop."""
+        reported = None
+        while True:
+            try:
+                job = await self.app.backend.tune_status()
+            except BackendError as err:
+                if str(err) != reported:  # once, not at every poll of a lost server
+                    reported = str(err)
+                    self.notify(reported, title="tune", severity="error", markup=False)
+                job = None
+            if job is not None:
+                self.show(job)
+                if job["state"] in OVER:
+                    return
+            await asyncio.sleep(1 / self.app.refresh_hz)
+
+    def show(self, job: dict[str, Any]) -> None:
+        self.job = job
+        self.query_one("#tune-progress", Static).update(progress(job))
+        self.query_one("#tune-best", Static).update(best(job))
+        table = self.query_one("#tune-trials", DataTable)
+        with self.app.batch_update():
+            keys = {k.value for k in table.rows}
+            if "running" in keys and job["running"] is None:
+                table.remove_row("running")
+            for r in job["rows"]:  # keyed rows updated in place: the front moves
+                key = str(r["number"])
+                if key in keys:
+                    for (name, _), value in zip(COLUMNS, cells(r, job["front"])):
+                        table.update_cell(key, name, value)
+                else:
+                    table.add_row(*cells(r, job["front"]), key=key)
+            if job["running"] is not None:
+                row = (job["running"], "running", *("",) * (len(COLUMNS) - 2))
+                if "running" in keys:
+                    table.update_cell("running", "trial", job["running"])
+                else:
+                    table.add_row(*row, key="running")
+
+    def action_stop(self) -> None:
+        self.run_worker(self._stop(), group="tune-stop")
+
+    async def _stop(self) -> None:
+        await self.app.attempt(self.app.backend.stop_tune(), "not stopped")
+
+    def action_close(self) -> None:
+        self.dismiss()
