@@ -58,9 +58,8 @@ def test_quality_counters_equal_an_independent_recomputation(cfg, small_model):
     recomputed by hand from it, the served logits and the routing log."""
     # fresh conversations on new topics: residency from the last one reroutes a few experts
     lossy = replace(cfg, moce_bonus=5.0, moce_protect=0, quality_every=1, workload="chat-cold")
-    ckpt = Checkpoint(small_model)
-    ref = Resident(ckpt, lossy.context, torch.device("cpu"))
     s = Session(lossy)
+    ref = Resident(Checkpoint(small_model), lossy.context, s.device)
     eng, mc = s.engine, s.ckpt.config
     eng.route_log = log = RouteLog(mc.num_layers, keep_logits=True)
     exact, served = [], []

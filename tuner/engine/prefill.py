@@ -97,8 +97,10 @@ def _layer(engine, l: int, x: torch.Tensor, h: torch.Tensor, sel_log: np.ndarray
     order = np.argsort(flat, kind="stable")
     start = np.concatenate([[0], np.cumsum(np.bincount(flat, minlength=E))])
     x_pad = torch.cat([x, x.new_zeros(1, D)])  # row T: padding
-    w_flat = weights.reshape(-1).to(x.dtype)
-    y = x.new_zeros(T + 1, D)
+    # Each (token, rank) entry's expert output lands in its own row, then every token sums
+    # its k rows in rank order as decode does: an index_add_ of the weighted outputs would
+    # add them in whatever order CUDA's atomics run, and round differently run to run.
+    outs = x.new_zeros(T * K + 1, D)  # row T*K: padding, written many times, never read
     fallbacks = engine.slots.hot_fallbacks
     for part, stream in ((streamed, True), (through, False)):
         for g in range(0, len(part), K):
@@ -115,12 +117,12 @@ def _layer(engine, l: int, x: torch.Tensor, h: torch.Tensor, sel_log: np.ndarray
                 idx[j, :len(e)] = e
             idx_t = torch.from_numpy(idx).to(x.device)
             tok = torch.where(idx_t < T * K, idx_t // K, T)  # [g, width] token rows
-            wt = torch.cat([w_flat, w_flat.new_zeros(1)])[idx_t]  # [g, width]
             rows_t = torch.tensor(rows, dtype=torch.int64, device=x.device)
             out = experts_out(x_pad[tok], engine.arena.gather_index(rows_t))  # [g, width, D]
-            y.index_add_(0, tok.reshape(-1), (out * wt[..., None]).reshape(-1, D))
+            outs[idx_t.reshape(-1)] = out.reshape(-1, D)
     add(l, "hot_fallbacks", engine.slots.hot_fallbacks - fallbacks)
-    h = h + dec.shared_output(l, x, y[:T])
+    y = weights.to(outs.dtype)[:, None, :] @ outs[:T * K].view(T, K, D)  # [T, 1, D]
+    h = h + dec.shared_output(l, x, y[:, 0])
     engine.spec.retire(l)
     engine.slots.pinned.clear()
     engine.spec.release_limbo(l)
