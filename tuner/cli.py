@@ -68,13 +68,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def engine_settings(args: argparse.Namespace) -> Settings:
     """`settings_from_args`, then the demo model made first when the settings run it and it
-    is not there yet: the first start writes ~1.2 GB, which no command does silently."""
+    is not there yet: the first start writes ~0.6 GB, which no command does silently."""
     settings = settings_from_args(args)
     from tuner.engine import synth
 
     if not settings.model and not synth.is_made():
         print(f"tuner {args.command}: making the demo model in {synth.default_model_path()} "
-              "(first start only, ~1.2 GB; the folder is set by TUNER_HOME)", file=sys.stderr,
+              "(first start only, ~0.6 GB; the folder is set by TUNER_HOME)", file=sys.stderr,
               flush=True)
         tty = sys.stderr.isatty()
 

@@ -7,7 +7,7 @@ import pytest
 
 from tuner.knobs import KNOBS
 from tuner.settings import SettingsError
-from tuner.tune.space import build_space
+from tuner.tune.space import build_space, knob_values
 
 
 def test_the_default_space_is_the_knob_tables_search_entries():
@@ -21,6 +21,25 @@ def test_the_default_space_is_the_knob_tables_search_entries():
             assert k.min <= k.search[0] < k.search[1] <= k.max, k.name
         elif k.search:
             assert set(k.search) <= set(k.choices or (False, True)), k.name
+
+
+def test_a_lossy_knob_is_tried_off_or_in_its_range():
+    import optuna
+
+    dims = {d.name: d for d in build_space(lossy=True).dimensions}
+    drop = dims["drop_cold"]
+    assert drop.optional and drop.describe() == "off|0:0.2"
+    assert drop.suggest(optuna.trial.FixedTrial({"drop_cold.on": False})) == 0.0
+    assert drop.suggest(optuna.trial.FixedTrial({"drop_cold.on": True,
+                                                 "drop_cold": 0.1})) == 0.1
+    assert drop.parameters(0.0) == {"drop_cold.on": False}
+    assert drop.parameters(0.1) == {"drop_cold.on": True, "drop_cold": 0.1}
+    assert knob_values({"drop_cold.on": False, "prefetch": "off"}) == {
+        "drop_cold": 0.0, "prefetch": "off"}
+    assert knob_values({"drop_cold.on": True, "drop_cold": 0.1}) == {"drop_cold": 0.1}
+    # a range named with --space is searched as given
+    named = {d.name: d for d in build_space("drop_cold=0.1:0.3", lossy=True).dimensions}
+    assert not named["drop_cold"].optional and named["moce_bonus"].optional
 
 
 def test_space_narrows_and_adds_fix_pins():

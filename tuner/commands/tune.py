@@ -52,8 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trial", type=int, help="with --save-best: the trial to save")
     p.add_argument("--overwrite", action="store_true",
                    help="with --save-best: replace a user preset of that name")
-    p.add_argument("--ab-pairs", type=int, default=2, help="pairs of the closing A/B of "
-                   "the saved preset against the baseline (default 2; 0 = none)")
+    p.add_argument("--ab-pairs", type=int, default=4, help="pairs of the closing A/B of "
+                   "the saved preset against the baseline (default 4; 0 = none)")
     p.add_argument("--ab-tokens", type=int, default=128,
                    help="tokens per run of the closing A/B (default 128)")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
@@ -188,6 +188,9 @@ def _save_and_check(r: dict, args: argparse.Namespace, out) -> dict:
     preset, trial = study.save_best(s, args.save_best, args.trial, overwrite=args.overwrite)
     print(f"saved trial {trial.number} as preset {preset.name!r} ({preset.path}): "
           f"{_changed(preset.knobs)}", file=out)
+    if trial.user_attrs.get("baseline_values"):
+        print(f"trial {trial.number} ran the baseline's own values: no trial beat the "
+              "baseline on the front, and its score is the study's noise floor", file=out)
     saved = {"preset": preset.name, "trial": trial.number, "knobs": preset.knobs}
     if not args.ab_pairs:
         return saved

@@ -9,7 +9,6 @@ from typing import Any
 
 import optuna
 
-from tuner.measure.rules import QUALITY_EVERY
 from tuner.settings import validate
 from tuner.tune.guards import Guard, guards_for
 from tuner.tune.loop import Event, LocalPool, Pool, run_trials
@@ -45,9 +44,11 @@ class Spec:
     @property
     def measured_base(self) -> dict[str, Any]:
         """The baseline's knobs as sessions run them: with a gate, the quality probe on
-        (off the timed path; the served output is the same)."""
-        if self.gated and not self.base.get("quality_every"):
-            return {**self.base, "quality_every": QUALITY_EVERY}
+        every decoded token (off the timed path; the served output is the same). A span
+        is short: sampling every 4th token, as an A/B does, left 8 samples of a 32-token
+        span, and a trial under the limit there measured over it in a longer A/B."""
+        if self.gated:
+            return {**self.base, "quality_every": 1}
         return self.base
 
     def space_of(self) -> Space:
@@ -89,7 +90,8 @@ def tune(spec: Spec, trials: int, storage: str | None = None, study: str = "tune
     url = storage_url(storage)
     opened = open_study(url, study, spec.recorded(space), seed)
     if not opened.trials:  # the baseline's own values first: its score is the noise floor
-        opened.enqueue_trial({d.name: getattr(base, d.name) for d in space.dimensions},
+        opened.enqueue_trial({k: v for d in space.dimensions
+                              for k, v in d.parameters(getattr(base, d.name)).items()},
                              user_attrs={"baseline_values": True})
     complete = True
     if trials:

@@ -17,16 +17,20 @@ from tuner.knobs import BY_NAME, KNOBS, Knob
 from tuner.settings import SettingsError, from_text
 
 SPACE_FORM = "knob=low:high for a number, knob=a|b|c for a switch or a choice"
+SWITCH = ".on"  # suffix of the Optuna parameter that switches an optional knob on
 
 
 @dataclass(frozen=True)
 class Dimension:
-    """One searched knob: a numeric range or the values to try."""
+    """One searched knob: a numeric range or the values to try. `optional`: a lossy knob
+    of the default space, tried off (its exact default) or on at a value of the range, so
+    exact settings stay in the search (a continuous range alone almost never picks 0)."""
 
     knob: Knob
     low: float | None = None
     high: float | None = None
     values: tuple | None = None
+    optional: bool = False
 
     @property
     def name(self) -> str:
@@ -34,16 +38,38 @@ class Dimension:
 
     def suggest(self, trial) -> Any:
         """The value an Optuna trial picks for this knob."""
+        if self.optional and not trial.suggest_categorical(self.name + SWITCH, (False, True)):
+            return self.knob.default
         if self.values is not None:
             return trial.suggest_categorical(self.name, self.values)
         if self.knob.type is int:
             return trial.suggest_int(self.name, int(self.low), int(self.high))
         return trial.suggest_float(self.name, float(self.low), float(self.high))
 
+    def parameters(self, value: Any) -> dict[str, Any]:
+        """The Optuna parameters that pick `value` (the baseline's own, for trial 0)."""
+        if not self.optional:
+            return {self.name: value}
+        if value == self.knob.default:
+            return {self.name + SWITCH: False}
+        return {self.name + SWITCH: True, self.name: value}
+
     def describe(self) -> str:
         if self.values is not None:
             return "|".join(_text(v) for v in self.values)
-        return f"{_text(self.low)}:{_text(self.high)}"
+        text = f"{_text(self.low)}:{_text(self.high)}"
+        return f"off|{text}" if self.optional else text
+
+
+def knob_values(params: dict[str, Any]) -> dict[str, Any]:
+    """A trial's knob values from its Optuna parameters: an optional knob switched off
+    is at its default."""
+    out = {k: v for k, v in params.items() if not k.endswith(SWITCH)}
+    for key, on in params.items():
+        if key.endswith(SWITCH) and not on:
+            name = key[:-len(SWITCH)]
+            out[name] = BY_NAME[name].default
+    return out
 
 
 def _text(value: Any) -> str:
@@ -56,7 +82,7 @@ def _text(value: Any) -> str:
 
 def default_dimension(k: Knob) -> Dimension:
     if k.type in (int, float):
-        return Dimension(k, low=k.search[0], high=k.search[1])
+        return Dimension(k, low=k.search[0], high=k.search[1], optional=k.lossy)
     return Dimension(k, values=tuple(k.search))
 
 

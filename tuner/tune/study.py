@@ -19,6 +19,7 @@ import optuna
 from tuner.knobs import KNOBS
 from tuner.presets import Preset, Store, user_dir
 from tuner.settings import Settings, apply, non_default, validate
+from tuner.tune.space import knob_values
 from tuner.tune.worker import OBJECTIVES
 
 BYTES = "bytes/token"
@@ -94,7 +95,7 @@ def row(t: optuna.trial.FrozenTrial) -> dict[str, Any]:
     a = t.user_attrs
     fig, base = a.get("figures") or {}, a.get("baseline") or {}
     return {"number": t.number, "state": t.state.name.lower(), "worker": a.get("worker"),
-            "params": t.params, "score_pct": t.values[0] if t.values else None,
+            "params": knob_values(t.params), "score_pct": t.values[0] if t.values else None,
             "bytes_per_token": fig.get("bytes_per_token"),
             "ms_per_token": fig.get("ms_per_token"),
             "stall_ms_per_token": fig.get("stall_ms_per_token"),
@@ -131,7 +132,7 @@ def best(study: optuna.Study, number: int | None = None) -> optuna.trial.FrozenT
 
 
 def trial_settings(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> Settings:
-    return apply(spec_base(study), trial.params)
+    return apply(spec_base(study), knob_values(trial.params))
 
 
 def tuning(settings: Settings) -> Settings:

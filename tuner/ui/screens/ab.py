@@ -3,7 +3,6 @@ drift and the verdict (what `tuner ab` prints)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import ComposeResult
@@ -13,7 +12,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from tuner.format import figure
 from tuner.measure.report import knob_change, result_lines
-from tuner.ui.backend import BackendError
+from tuner.ui.screens.follow import follow_job
 
 if TYPE_CHECKING:
     from tuner.ui.app import TunerApp
@@ -72,22 +71,8 @@ class ABScreen(Screen):
         self.run_worker(self.follow, group="ab", exclusive=True)
 
     async def follow(self) -> None:
-        """Polls the job at the repaint rate until it ends; a worker on the event loop,
-        so the remote backend's requests never block the UI."""
-        reported = None
-        while True:
-            try:
-                job = await self.app.backend.ab_status()
-            except BackendError as err:
-                if str(err) != reported:  # once, not at every poll of a lost server
-                    reported = str(err)
-                    self.notify(reported, title="A/B", severity="error", markup=False)
-                job = None
-            if job is not None:
-                self.show(job)
-                if job["state"] != "running":
-                    return
-            await asyncio.sleep(1 / self.app.refresh_hz)
+        await follow_job(self, self.app.backend.ab_status, "A/B",
+                         lambda job: job["state"] != "running")
 
     def show(self, job: dict[str, Any]) -> None:
         self.job = job

@@ -3,7 +3,6 @@ the running one on top; `s` stops it."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import ComposeResult
@@ -11,7 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from tuner.ui.backend import BackendError
+from tuner.ui.screens.follow import follow_job
 
 if TYPE_CHECKING:
     from tuner.ui.app import TunerApp
@@ -86,21 +85,8 @@ class TuneScreen(Screen):
         self.run_worker(self.follow, group="tune", exclusive=True)
 
     async def follow(self) -> None:
-        """Polls the job at the repaint rate until it ends; a worker on the event loop."""
-        reported = None
-        while True:
-            try:
-                job = await self.app.backend.tune_status()
-            except BackendError as err:
-                if str(err) != reported:  # once, not at every poll of a lost server
-                    reported = str(err)
-                    self.notify(reported, title="tune", severity="error", markup=False)
-                job = None
-            if job is not None:
-                self.show(job)
-                if job["state"] in OVER:
-                    return
-            await asyncio.sleep(1 / self.app.refresh_hz)
+        await follow_job(self, self.app.backend.tune_status, "tune",
+                         lambda job: job["state"] in OVER)
 
     def show(self, job: dict[str, Any]) -> None:
         self.job = job
