@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 PAIRS = (1, 8)  # allowed range of A B pairs before the sentinel
 TOKENS = (8, 4096)  # allowed range of tokens per run
 # What a UI offers first: the shipped baseline preset as A, 2 pairs of 64 tokens
-BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS = "baseline", 2, 64
+BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS = "baseline", 4, 64
 
 
 def check_counts(pairs: int, tokens: int) -> None:

@@ -61,6 +61,17 @@ def test_an_a_a_run_reports_a_difference_inside_its_spread():
     assert not r["readable"] and "inside the spread" in r["verdict"]
 
 
+def test_few_pairs_must_clear_the_t_interval():
+    # The H200's 2-pair A/A of identical settings: the difference (-2.376 ms/token) was
+    # larger than the drift (-1.75) and the largest stdev (2.23), yet 2 pairs cannot tell.
+    r = compare([40.0, 38.577, 38.757, 35.429, 38.25])
+    assert r["diff"] == pytest.approx(-2.3755) and r["spread"] < abs(r["diff"])
+    assert abs(r["drift"]) < abs(r["diff"])
+    assert not r["readable"]
+    assert "inside the 95% interval of the mean pair difference (+/-12.1" in r["verdict"]
+    assert "one pair gives no spread" in compare([10.0, 14.0, 10.0])["verdict"]
+
+
 def test_timings_must_follow_the_schedule():
     with pytest.raises(ValueError, match="expected A B A B ... A"):
         compare([1.0, 2.0])
@@ -72,8 +83,8 @@ def test_the_verdict_and_the_report_write_the_same_difference():
     """Once they rounded the same difference two ways (+4.196 vs +4.195; -6.2 % vs -6.1 %)."""
     from tuner.measure.report import result_lines
 
-    for timings in ([10.0, 14.19549, 10.0], [67.0, 62.8799, 67.0], [10.0, 10.61496, 10.0]):
-        r = compare(timings)
+    for a, b in ((10.0, 14.19549), (67.0, 62.8799), (10.0, 10.61496)):
+        r = compare([a, b] * 3 + [a])
         assert r["readable"]
         r["arms"]["A"].update(identical=True, differ=[], hit_rate=50.0, bytes_per_token=1,
                                  quality_kl=0.0, top1_agreement=100.0)

@@ -42,7 +42,7 @@ def test_timely_hits_must_not_turn_into_exposed_waits():
     rule = ExposedWaits()
     steady = (1.0, 1.02, 0.99)
     # more hits and a stall clearly up in every pair: hits became exposed waits
-    out = rule.check(arm(stall=(1.0, 1.01)), arm(hits=25.0, stall=(3.0,)))
+    out = rule.check(arm(stall=(1.0, 1.01, 0.99, 1.02)), arm(hits=25.0, stall=(3.0, 3.05, 2.98)))
     assert out.status == "reject" and "hits 20.000 -> 25.000" in out.reason
     # more hits, stall down: the point of a prefetcher
     assert rule.check(arm(stall=(3.0, 3.01)), arm(hits=25.0, stall=(1.0,))).status == "pass"

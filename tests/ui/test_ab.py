@@ -90,7 +90,7 @@ async def test_an_ab_started_from_the_presets_screen_shows_runs_and_verdict(
         await open_dialog(pilot, "2q")
         dialog = app.screen
         assert [dialog.query_one(f"#ab-{k}", Input).value for k in ("a", "b", "pairs", "tokens")
-                ] == ["baseline", "2q", "2", "64"]
+                ] == ["baseline", "2q", "4", "64"]
         await fill(pilot, "#ab-pairs", "1")
         await fill(pilot, "#ab-tokens", "32")
         await fill(pilot, "#ab-workloads", "chat-cold")

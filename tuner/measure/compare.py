@@ -1,18 +1,27 @@
 """Reading an interleaved A/B run (seed 001): per-arm mean and spread, matched pairs, the
 drift between the first A and the sentinel A, and a verdict that will not call a
-difference smaller than the drift or the spread.
+difference smaller than the drift, the spread, or the 95 % confidence interval of the
+pair differences.
 
 Runs go A B A B ... A: `pairs` matched pairs, then a sentinel run of A. A pair's
 difference is B - A (positive: B is slower). A's figures include the sentinel.
 
 The spread is the largest of each arm's run-to-run stdev and the stdev of the pair
 differences. The last matters on a machine whose speed jumps about: two arms can each look
-steady while their pairs disagree by more than their mean difference.
+steady while their pairs disagree by more than their mean difference. Few pairs estimate
+that spread poorly, so the mean difference must also clear Student's t interval over the
+pairs: with 2 pairs it must be about 9 times their stdev, with 4 about 1.6 times (on the
+H200 a 2-pair A/A run of identical settings had otherwise read "B faster by 6.1 %").
 """
 
 from __future__ import annotations
 
+import math
 import statistics
+
+from scipy.stats import t as student_t
+
+CONFIDENCE = 0.95  # of the interval the mean pair difference must clear
 
 
 def schedule(pairs: int) -> list[str]:
@@ -54,6 +63,15 @@ def compare(ms: list[float]) -> dict:
     if spread >= abs(diff):
         reasons.append(f"the A/B difference ({diff:+.3f} ms/token) is inside the spread of "
                        f"the runs and pairs (stdev up to {spread:.3f} ms/token)")
+    if pairs < 2:
+        reasons.append("one pair gives no spread of the pair differences: run 2 or more")
+    else:
+        half = round(student_t.ppf((1 + CONFIDENCE) / 2, pairs - 1) * pair_stdev
+                     / math.sqrt(pairs), 4)
+        if half >= abs(diff):
+            reasons.append(f"the A/B difference ({diff:+.3f} ms/token) is inside the "
+                           f"{CONFIDENCE:.0%} interval of the mean pair difference "
+                           f"(+/-{half:.3f} ms/token over {pairs} pairs)")
     agree = sum(1 for d in diffs if _sign(d) == _sign(diff))
     if reasons:
         verdict = "not readable: " + "; ".join(reasons)

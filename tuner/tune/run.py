@@ -46,7 +46,7 @@ class Spec:
         """The baseline's knobs as sessions run them: with a gate, the quality probe on
         every decoded token (off the timed path; the served output is the same). A span
         is short: sampling every 4th token, as an A/B does, left 8 samples of a 32-token
-        span, and a trial under the limit there measured over it in a longer A/B."""
+        span, and a trial under the limit on those was over it in a longer A/B."""
         if self.gated:
             return {**self.base, "quality_every": 1}
         return self.base
