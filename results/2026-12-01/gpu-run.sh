@@ -3,7 +3,9 @@
 # given: tests (engine, quality gate, bench sections and tune tests on CUDA), quality
 # (tuner quality on the bf16 demo model: the lossy knobs' KL, agreement and bytes on the
 # GPU engine, to set beside the CPU table), prefill (batched against per-token prefill),
-# tune (a gated tune on the demo model, its best saved and A/B-tested).
+# tune (a gated tune on the demo model, its best saved and A/B-tested), tune2 (the same
+# with this version's defaults: lossy knobs tried off or on, the closing A/B of 4 pairs),
+# aa (the baseline against itself, 2 pairs).
 # The machine's image lacks the settings, web and study libraries: their wheels travel in
 # .whl (pydantic, pydantic-settings, fastapi, starlette, uvicorn, websockets, optuna,
 # sqlalchemy, alembic and their needs).
@@ -31,5 +33,11 @@ for step in "$@"; do
             --max-kl 0.005 --storage "$OUT/tune.db" --save-best gpu-tuned --ab-pairs 2 \
             --ab-tokens 128 > "$OUT/tune.txt" 2> "$OUT/tune.err"
           echo "tune rc $?"; tail -25 "$OUT/tune.txt" ;;
+    tune2) timeout ${TUNE_S:-300} python3 -m tuner tune --trials ${TRIALS:-12} --tokens 64 \
+             --max-kl 0.005 --storage "$OUT/tune2.db" --save-best gpu-tuned2 --overwrite \
+             --ab-tokens 128 > "$OUT/tune2.txt" 2> "$OUT/tune2.err"
+           echo "tune2 rc $?"; cat "$OUT/tune2.txt" ;;
+    aa) timeout 120 python3 -m tuner ab baseline baseline --pairs 2 --tokens 128 \
+          > "$OUT/ab-aa2.txt" 2>&1; echo "aa rc $?"; tail -4 "$OUT/ab-aa2.txt" ;;
   esac
 done
