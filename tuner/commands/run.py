@@ -52,8 +52,9 @@ def main(args: argparse.Namespace) -> int:
           f"hit rate {t['hit_rate']} %, {t['sync_misses_per_token']} sync misses/token, "
           f"{t['bytes_per_token']} bytes/token, output {snap['output_hash']}")
     pre, dec = snap["phases"]["prefill"], snap["phases"]["decode"]
+    prompts = f"{pre['prompts']} prompt{'' if pre['prompts'] == 1 else 's'}"
     print(f"workload {snap['workload']['name']}: prefill {pre['tokens']} tokens of "
-          f"{pre['prompts']} prompts, {pre['ms_per_token']} ms/token, time to first token "
+          f"{prompts}, {pre['ms_per_token']} ms/token, time to first token "
           f"{pre['ttft_ms']} ms; decode {dec['tokens']} tokens, {dec['ms_per_token']} ms/token")
     if t["q_tokens"]:
         print(f"quality: KL {t['quality_kl']} nats/token, top-1 agreement "
