@@ -108,7 +108,9 @@ async def test_saving_and_applying_a_preset_round_trips(embedded, controller):
         # type only once the dialog's name field has focus, or keys go to the screen below
         await wait(lambda: isinstance(app.screen, SavePresetScreen)
                    and app.focused is app.screen.query_one("#preset-name", Input))
-        await pilot.press(*"mine", "enter", *"bonus and stale", "enter")
+        await pilot.press(*"mine", "enter")
+        await wait(lambda: app.focused is app.screen.query_one("#preset-description", Input))
+        await pilot.press(*"bonus and stale", "enter")  # on the screen below: a, d, s act
         await wait(lambda: "mine" in [k.value for k in presets.rows])
         assert app.screen.selected == "mine"
 
@@ -380,7 +382,9 @@ async def test_saving_over_a_preset_asks_first(embedded, controller):
         await pilot.press("s")
         await wait(lambda: isinstance(app.screen, SavePresetScreen)
                    and app.focused is app.screen.query_one("#preset-name", Input))
-        await pilot.press(*"mine", "enter", "enter")
+        await pilot.press(*"mine", "enter")
+        await wait(lambda: app.focused is app.screen.query_one("#preset-description", Input))
+        await pilot.press("enter")
         await wait(lambda: isinstance(app.screen, Confirm))
         assert "moce_bonus" not in controller.store.get("mine").knobs  # not yet
         await pilot.click("#yes")
