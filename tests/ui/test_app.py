@@ -93,6 +93,17 @@ async def test_an_invalid_value_shows_the_engine_message_and_changes_nothing(
         assert controller.version == version
 
 
+async def fill_save_dialog(pilot, name: str, description: str = "") -> None:
+    """Types into the save dialog, its name field focused: the description only once the
+    name's enter has moved focus to it, since keys that reach the presets screen below
+    apply (a), diff (d) and save (s)."""
+    app = pilot.app
+    await pilot.press(*name, "enter")
+    await until(lambda: app.focused is app.screen.query_one("#preset-description", Input),
+                pause=pilot.pause)
+    await pilot.press(*description, "enter")
+
+
 async def test_saving_and_applying_a_preset_round_trips(embedded, controller):
     controller.session.pause()
     controller.change({"moce_bonus": 0.85, "prefetch": "stale"})
@@ -108,9 +119,7 @@ async def test_saving_and_applying_a_preset_round_trips(embedded, controller):
         # type only once the dialog's name field has focus, or keys go to the screen below
         await wait(lambda: isinstance(app.screen, SavePresetScreen)
                    and app.focused is app.screen.query_one("#preset-name", Input))
-        await pilot.press(*"mine", "enter")
-        await wait(lambda: app.focused is app.screen.query_one("#preset-description", Input))
-        await pilot.press(*"bonus and stale", "enter")  # on the screen below: a, d, s act
+        await fill_save_dialog(pilot, "mine", "bonus and stale")
         await wait(lambda: "mine" in [k.value for k in presets.rows])
         assert app.screen.selected == "mine"
 
@@ -364,7 +373,7 @@ async def test_the_preset_diff_follows_apply_and_save(embedded, controller):
         await pilot.press("s")
         await wait(lambda: isinstance(app.screen, SavePresetScreen)
                    and app.focused is app.screen.query_one("#preset-name", Input))
-        await pilot.press(*"tuned", "enter", "enter")
+        await fill_save_dialog(pilot, "tuned")
         await wait(lambda: app.screen.selected == "tuned")
         title = app.screen.query_one("#diff-title", Static)
         await wait(lambda: "tuned matches the current settings" in str(title.render()))
@@ -382,9 +391,7 @@ async def test_saving_over_a_preset_asks_first(embedded, controller):
         await pilot.press("s")
         await wait(lambda: isinstance(app.screen, SavePresetScreen)
                    and app.focused is app.screen.query_one("#preset-name", Input))
-        await pilot.press(*"mine", "enter")
-        await wait(lambda: app.focused is app.screen.query_one("#preset-description", Input))
-        await pilot.press("enter")
+        await fill_save_dialog(pilot, "mine")
         await wait(lambda: isinstance(app.screen, Confirm))
         assert "moce_bonus" not in controller.store.get("mine").knobs  # not yet
         await pilot.click("#yes")
