@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from tuner import __version__
-from tuner.knobs import GROUPS, KNOBS
+from tuner.knobs import GROUPS, KNOBS, knob_flag
 from tuner.settings import Settings, SettingsError, load
 
 # Modules that register subcommands, in the order `tuner --help` lists them.
@@ -34,10 +34,6 @@ COMMAND_MODULES = (
     "tuner.commands.presets",
     "tuner.commands.tui",
 )
-
-
-def knob_flag(name: str) -> str:
-    return f"--{name.replace('_', '-')}"
 
 
 def given_knobs(args: argparse.Namespace) -> dict[str, Any]:

@@ -265,6 +265,17 @@ KNOBS: tuple[Knob, ...] = (
 )
 
 BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}
+LOSSY = tuple(k.name for k in KNOBS if k.lossy)  # knobs that may change the output
+
+
+def lossy_total(settings: Any) -> float:
+    """The lossy knobs' values summed: 0 for settings whose output is exact."""
+    return float(sum(getattr(settings, name) for name in LOSSY))
+
+
+def knob_flag(name: str) -> str:
+    """The knob's command-line flag."""
+    return f"--{name.replace('_', '-')}"
 BY_ENV: dict[str, Knob] = {k.env: k for k in KNOBS}
 
 

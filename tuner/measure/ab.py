@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from tuner.engine.session import Session
+from tuner.knobs import lossy_total
 from tuner.measure.compare import compare, schedule
 from tuner.measure.rules import QUALITY_EVERY, evaluate, ruleset, ruleset_label, verdict
 from tuner.presets import PresetError, knob_diff, resolve
@@ -131,9 +132,9 @@ def run_ab(a: Settings, b: Settings, pairs: int, tokens: int, warmup: int = 1,
         run_once(arms[names[0]][0], tokens)
     results = [_pairs(*arms[w], pairs, tokens, w, 1 + i * per, per * len(names), progress)
                for i, w in enumerate(names)]
-    bonus = {arm: s.moce_bonus + s.moce_bonus_r1 for arm, s in (("A", a), ("B", b))}
+    lossy = {"A": lossy_total(a), "B": lossy_total(b)}
     outcomes = [o for r in results for o in evaluate(rule_list, r["workload"], r["runs"],
-                                                     bonus)]
+                                                     lossy)]
     if len(results) == 1:
         timing = results[0]["verdict"]
     else:

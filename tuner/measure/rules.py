@@ -16,6 +16,7 @@ schedule order.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -43,7 +44,7 @@ class ArmFigures:
     hits_per_token: float | None  # served from the arena: hits plus claimed speculation
     stall_ms_per_token: list[float]  # one per run
     output_hash: str
-    bonus: float  # moce_bonus + moce_bonus_r1 of the arm's settings
+    lossy: float  # the arm's lossy knobs summed (moce's bonuses, drop_cold): 0 = exact
     quality_kl: float | None = None  # the quality probe's, the worst of the runs
     top1_agreement: float | None = None
 
@@ -58,13 +59,14 @@ def _interleave(a: list[float], b: list[float]) -> list[float]:
     return out
 
 
-class Rule:
+class Rule(ABC):
     name: str
     help: str
     phases: tuple[str, ...] = PHASES  # the phases it judges
 
+    @abstractmethod
     def check(self, a: ArmFigures, b: ArmFigures) -> Outcome:
-        raise NotImplementedError
+        """The outcome of B against A on one workload and phase."""
 
 
 class SyncMisses(Rule):
@@ -82,11 +84,11 @@ class SyncMisses(Rule):
 
 class Bonus0Output(Rule):
     name = "bonus0-output"
-    help = "output identical to A's where the resident bonus is 0 in both arms"
+    help = "output identical to A's where every lossy knob is 0 in both arms"
 
     def check(self, a: ArmFigures, b: ArmFigures) -> Outcome:
-        if a.bonus or b.bonus:
-            return Outcome(self.name, NOT_APPLICABLE, "a resident bonus is on: output may "
+        if a.lossy or b.lossy:
+            return Outcome(self.name, NOT_APPLICABLE, "a lossy knob is on: output may "
                            "change on purpose")
         same = a.output_hash == b.output_hash
         return Outcome(self.name, PASS if same else REJECT,
@@ -182,26 +184,26 @@ def ruleset_label(name: str, rules: tuple[Rule, ...]) -> str:
     return " + ".join(x for x in (name, "quality" if gated else "") if x)
 
 
-def figures(runs: list[dict], phase: str, bonus: float) -> ArmFigures:
+def figures(runs: list[dict], phase: str, lossy: float) -> ArmFigures:
     """An arm's figures on one workload and phase from its runs (`run_once` results)."""
     phases = [r["phases"][phase] for r in runs]
     first = phases[0]
     kls, agree = [p["quality_kl"] for p in phases], [p["top1_agreement"] for p in phases]
     return ArmFigures(first["sync_misses_per_token"], first["hits_per_token"],
                       [p["stall_ms_per_token"] or 0.0 for p in phases],
-                      runs[0]["output_hash"], bonus,
+                      runs[0]["output_hash"], lossy,
                       None if None in kls else max(kls), None if None in agree else min(agree))
 
 
 def evaluate(rules: tuple[Rule, ...], workload: str, runs: list[dict],
-             bonus: dict[str, float]) -> list[dict]:
+             lossy: dict[str, float]) -> list[dict]:
     """Every rule on each phase it judges of one workload's runs: plain outcome dicts."""
     out = []
     for phase in PHASES:
         arms = {arm: [r for r in runs if r["arm"] == arm] for arm in ("A", "B")}
         if not all(r["phases"][phase]["tokens"] for r in runs):
             continue  # the workload ran no token of this phase
-        a, b = (figures(arms[x], phase, bonus[x]) for x in ("A", "B"))
+        a, b = (figures(arms[x], phase, lossy[x]) for x in ("A", "B"))
         out += [{"workload": workload, "phase": phase, **asdict(rule.check(a, b))}
                 for rule in rules if phase in rule.phases]
     return out

@@ -18,16 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tuner.knobs import KNOBS
+from tuner.knobs import LOSSY, lossy_total
 from tuner.measure.rules import quality_gate
 
-LOSSY = tuple(k.name for k in KNOBS if k.lossy)
 Guard = Callable[[Any, dict, dict], str | None]  # (settings, figures, baseline) -> reason
 
 
 def exact(settings: Any) -> bool:
     """Whether the engine must give bit-identical output with these settings."""
-    return not any(getattr(settings, name) for name in LOSSY)
+    return not lossy_total(settings)
 
 
 def output_identity(settings: Any, figures: dict, baseline: dict) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.knobs import BY_NAME, KNOBS, Knob
+from tuner.knobs import BY_NAME, KNOBS, Knob, knob_flag
 from tuner.settings import SettingsError, from_text
 
 SPACE_FORM = "knob=low:high for a number, knob=a|b|c for a switch or a choice"
@@ -97,10 +97,9 @@ def _knob(name: str, flag: str) -> Knob:
         raise SettingsError({name: f"{flag}: unknown knob {name!r}; searched by default: "
                                    f"{names} (see `tuner knobs`)"})
     if knob.group == "session":
-        flag_name = "--" + name.replace("_", "-")
         raise SettingsError({name: f"{flag}: {name} is what every span measures, the same "
                                    f"for the baseline and every trial: it comes from the "
-                                   f"baseline's settings ({flag_name} on the command line, "
+                                   f"baseline's settings ({knob_flag(name)} on the command line, "
                                    f"the live settings on the server), not {flag}"})
     return knob
 
