@@ -105,13 +105,16 @@ def test_serve_under_faults(server, model_copy, tiny_model, tuner_home):
     assert api.patch("/api/settings", json={"ssd_gbps": 0.01, "io_jitter_ms": 1000.0}
                      ).status_code == 200
 
+    following = threading.Event()
+
     async def follow() -> None:
         async with websockets.connect(ws_url, proxy=None) as ws:
             with suppress(websockets.ConnectionClosed):  # by the server, as it stops
                 async for _ in ws:
-                    pass
+                    following.set()
 
     threading.Thread(target=lambda: asyncio.run(follow()), daemon=True).start()
+    assert following.wait(30), "the follower got no frame"
     def change() -> None:
         with suppress(httpx.HTTPError):  # answered, or cut off by the stop
             httpx.patch(f"{url}/api/settings", json={"moce_bonus": 1.0}, timeout=30)

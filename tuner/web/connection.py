@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 TRY_AGAIN_LATER = 1013
 CLEAN_CLOSE = (1000, 1001, 1012)  # normal closure, going away (a tab), this server stopping
+RECEIVER_GRACE_S = 1.0
 
 Handler = Callable[[Any, Outbox], Awaitable[None]]
 
@@ -47,8 +48,13 @@ async def serve_client(ws: WebSocket, hub: Hub, outbox: Outbox,
         except TimeoutError:
             stalled = True
             log.info("websocket client %s stopped reading; closing it", who(ws.scope))
-        except WebSocketDisconnect as gone:  # it left while a frame was on its way
+        except WebSocketDisconnect as gone:
+            # It left while a frame was on its way. A failed send reads 1006 whatever the
+            # close was (a server stopping sends 1012); the receiver reports the real code,
+            # so it gets a moment to.
             left = gone.code
+            cancel.deadline = anyio.current_time() + RECEIVER_GRACE_S
+            return
         cancel.cancel()
 
     await ws.accept()
@@ -56,8 +62,7 @@ async def serve_client(ws: WebSocket, hub: Hub, outbox: Outbox,
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(sender, tg.cancel_scope)
-            code = await _receive(ws, outbox, handle)
-            left = left if left is not None else code
+            left = await _receive(ws, outbox, handle)
             tg.cancel_scope.cancel()
     finally:
         hub.leave(outbox)
