@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tuner.engine.workload import check as check_workload
@@ -81,23 +81,26 @@ class ABRunner:
                         workloads=workloads, rules=rules, max_kl=max_kl,
                         min_agreement=min_agreement)
             self.job = job
-        threading.Thread(target=self._run, args=(job, sa, sb), daemon=True,
+        # Paused before the reply, so the runs never share the machine with the session.
+        was_running = self.controller.session.pause()
+        threading.Thread(target=self._run, args=(job, sa, sb, was_running), daemon=True,
                          name="tuner-ab").start()
         return job
 
-    def _run(self, job: ABJob, sa, sb) -> None:
+    def _run(self, job: ABJob, sa, sb, was_running: bool) -> None:
         session = self.controller.session
-        was_running = session.state == "running"
-        session.pause()
         try:
-            job.result = run_ab(sa, sb, job.pairs, job.tokens,
-                                progress=lambda i, n, run: job.runs.append(run),
-                                workloads=job.workloads, rules=job.rules, max_kl=job.max_kl,
-                                min_agreement=job.min_agreement)
-            job.state = "done"
+            result = run_ab(sa, sb, job.pairs, job.tokens,
+                            progress=lambda i, n, run: job.runs.append(run),
+                            workloads=job.workloads, rules=job.rules, max_kl=job.max_kl,
+                            min_agreement=job.min_agreement)
+            end = {"result": result, "state": "done"}
         except Exception as err:  # the job reports it; the live session carries on
             log.exception("A/B %s vs %s failed", job.a, job.b)
-            job.error, job.state = f"{type(err).__name__}: {err}", "failed"
+            end = {"error": f"{type(err).__name__}: {err}", "state": "failed"}
         finally:
             if was_running:
                 session.resume()
+        # One assignment: a reader sees the job running or ended, never a verdict in a
+        # running job, and by then the live session runs again.
+        self.job = replace(job, **end)

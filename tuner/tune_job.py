@@ -107,7 +107,9 @@ class TuneRunner:
                           study=f"live-{time.strftime('%Y%m%d-%H%M%S')}-{uuid4().hex[:6]}",
                           storage=storage_url(None))
             self.job = job
-        threading.Thread(target=self._run, args=(job, spec), daemon=True,
+        # Paused before the reply, so the runs never share the machine with the session.
+        was_running = self.controller.session.pause()
+        threading.Thread(target=self._run, args=(job, spec, was_running), daemon=True,
                          name="tuner-tune").start()
         return job
 
@@ -131,12 +133,10 @@ class TuneRunner:
         if job.running == r["number"]:  # trials are told once the baseline after them is in
             job.running = None
 
-    def _run(self, job: TuneJob, spec) -> None:
+    def _run(self, job: TuneJob, spec, was_running: bool) -> None:
         from tuner.tune.run import tune
 
         session = self.controller.session
-        was_running = session.state == "running"
-        session.pause()
         try:
             result = tune(spec, job.trials, job.storage, job.study,
                           on_event=lambda kind, r, study: self._on(job, kind, r, study),

@@ -138,6 +138,18 @@ def test_reset_counters(tiny_config):
     s.engine.close()
 
 
+def test_a_reset_can_be_waited_for(tiny_config):
+    s = Session(tiny_config)
+    s.start()
+    try:
+        assert s.wait_tokens(3, 30)
+        assert s.reset_counters(wait=30)  # running: at the next boundary
+        s.pause()
+        assert s.reset_counters(wait=30) and s.tokens == 0  # paused: at once, and it stays
+    finally:
+        s.stop()
+
+
 def test_engine_imports_no_ui_or_settings_library():
     code = ("import sys, tuner.engine.session, tuner.engine.decode;"
             "bad = [m for m in ('pydantic', 'pydantic_settings', 'textual', 'fastapi',"
@@ -171,7 +183,7 @@ def test_failed_rebuild_keeps_the_running_engine(tiny_config, tmp_path):
         tokens = snap["tokens"]
         v2 = s.submit(replace(tiny_config, moce_bonus=0.3))
         assert s.wait_applied(v2, 30) and s.rejection(v2) is None
-        assert s.snapshot()["tokens"] > tokens
+        assert s.wait_tokens(tokens + 1, 30)
     finally:
         s.stop()
 

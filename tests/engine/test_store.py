@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import threading
 
 import pytest
 
@@ -23,15 +23,20 @@ def test_a_cancel_while_a_piece_runs_ends_the_read_when_that_piece_ends(data):
     """The running piece's bytes land and only then is the read done, so its buffer is
     never handed to another read while a worker still writes into it."""
     pool = ReadPool(1, 0, False, 4096)
-    pool.ssd.gbps = 4096 / 0.3e9  # 0.3 s a piece: the first one is still running below
+    running, release = threading.Event(), threading.Event()
+
+    def held(nbytes: int, started: float) -> None:  # the first piece's bytes are in
+        running.set()
+        release.wait(30)
+
+    pool.ssd.pace = held
     try:
         buf = bytearray(SIZE)
         read = pool.submit((0, 0), [Extent(data, 0, SIZE, 0)], memoryview(buf), True)
-        deadline = time.monotonic() + 10
-        while read.pieces[0].state != RUNNING and time.monotonic() < deadline:
-            time.sleep(0.001)
+        assert running.wait(30) and read.pieces[0].state == RUNNING
         pool.cancel(read)
         assert not read.done.is_set()
+        release.set()
         assert read.done.wait(10) and read.counts() == (1, 3, 0)
         assert read.pieces[0].state == DONE and bytes(buf[:4096]) == bytes(range(256)) * 16
     finally:

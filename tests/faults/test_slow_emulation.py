@@ -20,8 +20,8 @@ SLOW = {"io_jitter_ms": 1000.0, "ssd_gbps": MIN_GBPS}
 @pytest.fixture
 def slow(tiny_overrides):
     controller = start_controller(tiny_overrides)
+    controller.change(SLOW)  # under the default timeout: the first token may still warm up
     controller.apply_timeout = 1.0
-    controller.change(SLOW)
     yield controller
     controller.session.stop(timeout=10)
 

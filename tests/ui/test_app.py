@@ -7,7 +7,7 @@ import time
 from functools import partial
 
 import pytest
-from textual.command import CommandPalette
+from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, Label, Static
 
 from tests.ui.conftest import until
@@ -102,6 +102,27 @@ async def fill_save_dialog(pilot, name: str, description: str = "") -> None:
     await until(lambda: app.focused is app.screen.query_one("#preset-description", Input),
                 pause=pilot.pause)
     await pilot.press(*description, "enter")
+
+
+async def run_command(pilot, query: str, expect: str | None = None) -> None:
+    """Runs the command the palette ranks first for `query`, once the search for the whole
+    query is over and that command's prompt holds `expect` (default: the query)."""
+    app = pilot.app
+    await pilot.press("ctrl+p")
+    palette = await until(lambda: isinstance(app.screen, CommandPalette) and app.screen,
+                          pause=pilot.pause)
+    await pilot.press(*query)
+    commands = palette.query_one(CommandList)
+
+    def ranked() -> bool:
+        searching = any(w.group == CommandPalette._GATHER_COMMANDS_GROUP and not w.is_finished
+                        for w in app.workers)
+        first = commands.highlighted
+        return (not searching and first is not None and palette.query_one(Input).value == query
+                and (expect or query) in commands.get_option_at_index(first).prompt.plain)
+
+    await until(ranked, pause=pilot.pause)
+    await pilot.press("enter")
 
 
 async def test_saving_and_applying_a_preset_round_trips(embedded, controller):
@@ -204,21 +225,12 @@ async def test_help_screen_and_command_palette(embedded, controller):
         assert not isinstance(app.screen, HelpScreen)
 
         version = controller.version
-        await pilot.press("ctrl+p")
-        await pilot.pause()
-        assert isinstance(app.screen, CommandPalette)
-        await pilot.press(*"toggle decode_2q")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
+        await run_command(pilot, "toggle decode_2q")
         await until(lambda: controller.version > version, pause=pilot.pause)
         assert controller.settings.decode_2q is True
         assert isinstance(app.screen, KnobsScreen)  # where a rejection would show
 
-        await pilot.press("ctrl+p")
-        await pilot.pause()
-        await pilot.press(*"apply preset 2q")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
+        await run_command(pilot, "apply preset 2q")
         await until(lambda: controller.settings.expert_cache == 0, pause=pilot.pause)
 
 
@@ -331,11 +343,7 @@ async def test_the_palette_finds_the_screens(embedded, controller, query, mode):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("4")
         await pilot.pause()
-        await pilot.press("ctrl+p")
-        await pilot.pause()
-        await pilot.press(*query)
-        await pilot.pause(0.5)
-        await pilot.press("enter")
+        await run_command(pilot, query)
         await until(lambda: app.current_mode == mode, pause=pilot.pause)
 
 
@@ -344,11 +352,7 @@ async def test_the_palette_finds_pause_and_help(embedded, controller):
     async with app.run_test(size=SIZE) as pilot:
         for query, done in (("pause", lambda: controller.session.state == "paused"),
                             ("help", lambda: isinstance(app.screen, HelpScreen))):
-            await pilot.press("ctrl+p")
-            await pilot.pause()
-            await pilot.press(*query)
-            await pilot.pause(0.5)
-            await pilot.press("enter")
+            await run_command(pilot, query)
             await until(done, pause=pilot.pause)
 
 
@@ -445,14 +449,11 @@ async def test_log_lines_become_notifications_not_text_on_the_screen(embedded, c
     assert "HTTP Request" not in out + err
 async def test_the_palette_applies_budgets_from_the_window(embedded, controller):
     await until(lambda: controller.session.tokens >= 8)
+    controller.session.pause()  # the window keeps its routings; the palette gets the cores
     version = controller.version
     app = create_app(embedded)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await pilot.press("ctrl+p")
-        await pilot.pause()
-        await pilot.press(*"apply per-layer budgets from the window (hits)")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
+        await run_command(pilot, "apply per-layer budgets from the window (hits)")
         await until(lambda: controller.version > version, pause=pilot.pause)
         assert controller.settings.arena_split == "layers"
         await until(lambda: any("with these quotas" in n.message for n in app._notifications),

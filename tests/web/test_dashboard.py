@@ -111,12 +111,12 @@ def test_heat_levels():
 
 def test_the_conversation_is_shown_as_text(live):
     live.wait_tokens(3)
-    html = PageView(lambda settings: "", None).render(live.session.snapshot())
+    snap = live.session.snapshot()  # one snapshot: the engine may start a new turn meanwhile
+    html = PageView(lambda settings: "", None).render(snap)
     assert '<span id="st-workload">corpus, turn 1</span>' in html
     assert '<div id="phases">' in html and "<b>prefill</b>" in html and "ttft_ms" in html
-    text = live.session.snapshot()["text"]
-    assert '<div id="text">' in html and html_escape(text["prompt"]) in html
-    snap = dict(live.session.snapshot(), text=None)
+    assert '<div id="text">' in html and html_escape(snap["text"]["prompt"]) in html
+    snap = dict(snap, text=None)
     assert "no tokenizer.json" in PageView(lambda settings: "", None).render(snap)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import statistics
-import time
 from pathlib import Path
 
 import pytest
@@ -51,15 +50,9 @@ def hit_rate_over(live, tokens: int = 128) -> float:
     """The engine's hit rate over `tokens` tokens decoded from here on."""
     session = live.session
     session.pause()
-    session.reset_counters()  # a paused session applies it at once
-    deadline = time.monotonic() + 10
-    while session.tokens:
-        assert time.monotonic() < deadline, "the counters were not reset"
-        time.sleep(0.01)
+    assert session.reset_counters(wait=10), "the counters were not reset"
     session.resume()
-    while session.tokens < tokens:
-        assert time.monotonic() < deadline + 30, f"no {tokens} tokens decoded"
-        time.sleep(0.01)
+    assert session.wait_tokens(tokens, 40), f"no {tokens} tokens decoded"
     return session.snapshot()["totals"]["hit_rate"]
 
 

@@ -195,8 +195,7 @@ def test_experts_and_curve(live):
 def test_budgets_from_the_window(live):
     session = live.controller.session
     session.pause()
-    session.reset_counters()
-    assert session.wait_tokens(0)
+    assert session.reset_counters(wait=30)
     r = httpx.post(f"{live.url}/api/budgets", json={})
     assert r.status_code == 422
     assert "the window holds no routings yet" in r.json()["detail"]["problems"]["arena_budgets"]

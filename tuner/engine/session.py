@@ -125,6 +125,7 @@ class Session:
         self._lock = threading.Condition()
         self._pending: tuple[Config, int] | None = None
         self._reset_pending = False
+        self._resets = 0  # counter resets done, for whoever waits on one
         self._paused = False
         self._stop = False
         self._recover = False  # resumed after an error: rebuild before the next token
@@ -224,10 +225,13 @@ class Session:
         with self._lock:
             return next((c["rejected"] for c in self.changes if c["version"] == version), None)
 
-    def pause(self) -> None:
+    def pause(self) -> bool:
+        """Decoding stops at the next token boundary; True when it was running."""
         with self._lock:
+            was_running = not (self._paused or self.error)
             self._paused = True
             self.engine.hurry.set()
+            return was_running
 
     def resume(self) -> None:
         """Decoding goes on; after an error, on a rebuilt engine."""
@@ -237,10 +241,14 @@ class Session:
                 self.error, self._recover = None, True
             self._lock.notify_all()
 
-    def reset_counters(self) -> None:
+    def reset_counters(self, wait: float = 0.0) -> bool:
+        """Zeroes the counters at the next token boundary. With `wait`, blocks until that
+        boundary passed, at most `wait` seconds; True once the counters read zero."""
         with self._lock:
             self._reset_pending = True
+            done = self._resets + 1
             self._lock.notify_all()
+            return self._lock.wait_for(lambda: self._resets >= done, wait) if wait else False
 
     @property
     def state(self) -> str:
@@ -342,6 +350,9 @@ class Session:
                 use_threads(self.cfg.threads)
         if reset:
             self.engine.reset_counters()
+            with self._lock:
+                self._resets += 1
+                self._lock.notify_all()
 
     def run(self, tokens: int, stop: threading.Event | None = None) -> None:
         """Runs `tokens` tokens (prompt and generated) on the calling thread (fewer once

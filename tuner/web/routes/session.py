@@ -42,7 +42,11 @@ def curve(controller: ControllerDep) -> Any:
 @router.post("/session/{action}", response_model=SessionState)
 def control(controller: ControllerDep,
             action: Literal["pause", "resume", "reset"]) -> dict[str, str]:
-    """pause / resume decoding, or reset the counters at the next token boundary."""
+    """pause / resume decoding, or reset the counters at the next token boundary (answered
+    once that boundary passed, or after the apply timeout with the reset still pending)."""
     session = controller.session
-    {"pause": session.pause, "resume": session.resume, "reset": session.reset_counters}[action]()
+    if action == "reset":
+        session.reset_counters(wait=controller.apply_timeout)
+    else:
+        {"pause": session.pause, "resume": session.resume}[action]()
     return {"state": session.state}
