@@ -265,6 +265,7 @@ KNOBS: tuple[Knob, ...] = (
 )
 
 BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}
+BY_ENV: dict[str, Knob] = {k.env: k for k in KNOBS}
 LOSSY = tuple(k.name for k in KNOBS if k.lossy)  # knobs that may change the output
 
 
@@ -276,7 +277,6 @@ def lossy_total(settings: Any) -> float:
 def knob_flag(name: str) -> str:
     """The knob's command-line flag."""
     return f"--{name.replace('_', '-')}"
-BY_ENV: dict[str, Knob] = {k.env: k for k in KNOBS}
 
 
 def lookup(key: str) -> Knob | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from tuner.cli import add_knob_flags, engine_settings, given_knobs, knob_flag
+from tuner.cli import add_knob_flags, engine_settings, given_knobs
+from tuner.knobs import knob_flag
 from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
 
 
