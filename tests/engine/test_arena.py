@@ -1,11 +1,13 @@
-"""The arena's residency mask and its upload batching."""
+"""The arena's residency mask and the device's table of expert rows."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from tuner.engine.arena import runs
+import numpy as np
+
 from tuner.engine.session import Session
+from tuner.engine.slots import RESIDENT, SPEC
 
 
 def test_the_routers_mask_follows_every_placement(tiny_config):
@@ -25,8 +27,22 @@ def test_the_routers_mask_follows_every_placement(tiny_config):
         s.engine.close()
 
 
-def test_a_batch_is_one_copy_per_run_of_consecutive_staging_entries():
-    assert runs([3, 4, 5]) == [(0, 3, 3)]
-    assert runs([0, 1, 6, 7]) == [(0, 0, 2), (2, 6, 2)]  # wrapped around the ring
-    assert runs([2, 4]) == [(0, 2, 1), (1, 4, 1)]
-    assert runs([]) == []
+def test_the_device_table_names_only_landed_experts_in_their_rows(tiny_config):
+    """The device computes whatever the table names without asking the host, so an entry
+    must be an expert whose bytes are in that row: resident, or speculation that landed.
+    After a run with speculation, limbo and evictions, every entry is such a slot and every
+    resident expert is in the table (its read was waited for when it was claimed)."""
+    s = Session(replace(tiny_config, prefetch="stale", prefetch_max=0, expert_cache=12))
+    try:
+        s.run(60)
+        arena, slots = s.engine.arena, s.engine.arena.slots
+        table = arena.table.np
+        for (layer, e), row in np.ndenumerate(table):
+            if row >= 0:
+                assert slots.key[row] == (layer, e)
+                assert slots.state[row] in (RESIDENT, SPEC)
+        for slot, key in enumerate(slots.key):
+            if key is not None and slots.state[slot] == RESIDENT:
+                assert table[key] == slot
+    finally:
+        s.engine.close()

@@ -30,12 +30,21 @@ def test_machinery_runs_every_lookup_as_a_hit(bench):
 
 def test_limit_is_the_sum_of_its_measured_pieces(bench):
     r = bench["limit"]
-    floor = r["dense_ms"] + r["expert_ms"] + r["transfer_ms"]
-    assert r["floor_ms_per_token"] == pytest.approx(floor, abs=0.002)
-    assert r["ratio"] == pytest.approx(r["engine_ms_per_token"] / r["floor_ms_per_token"],
-                                       abs=1e-3)
+    assert r["floor_ms_per_token"] == pytest.approx(r["hbm_ms"] + r["transfer_ms"], abs=0.002)
+    assert r["hbm_ms"] == pytest.approx(
+        1000 * r["active_bytes_per_token"] / (r["hbm_gbps"] * 1e9), abs=0.002)
+    compute = max(r["hbm_ms"], r["compute_ms"]) + r["transfer_ms"]
+    assert r["compute_floor_ms_per_token"] == pytest.approx(compute, abs=0.002)
+    current = r["dense_ms"] + r["expert_ms"] + r["transfer_ms"]
+    assert r["current_floor_ms_per_token"] == pytest.approx(current, abs=0.002)
+    for ratio, floor in (("ratio", "floor_ms_per_token"),
+                         ("compute_ratio", "compute_floor_ms_per_token"),
+                         ("current_ratio", "current_floor_ms_per_token")):
+        assert r[ratio] == pytest.approx(r["engine_ms_per_token"] / r[floor], rel=2e-3)
     assert r["miss_bytes_per_token"] == pytest.approx(r["misses_per_token"] * 24576, rel=1e-3)
     assert r["link_gbps"] is None and r["store_gbps"] > 0  # no link without a GPU
+    # the tiny model: 4 layers x 4 experts of 24,576 bytes are part of what a token reads
+    assert r["active_bytes_per_token"] > 4 * 4 * 24576
 
 
 def test_quant_compares_bytes_at_the_same_arena_share(bench):

@@ -5,11 +5,15 @@ Rows 0..n-1 are the slots; rows n..n+K-1 serve misses for which no slot was elig
 (bypass). Every row and staging buffer is allocated once, before decoding.
 
 On the CPU the store reads straight into a row. On CUDA reads land in a pinned staging ring
-in host memory, and a batch of completed reads (a layer's misses, or the speculation that
-has arrived) is uploaded together: each run of consecutive ring entries is one
-host-to-device copy into the ring's device mirror, on a copy stream, and one device-side
-scatter per run moves the experts into their rows, after the compute that last read those
-rows. Compute waits for an upload through an event; the host never does.
+in host memory, and each expert is uploaded from its ring entry straight into its row, one
+host-to-device copy on a copy stream as soon as its read is in, after the compute that
+last read that row. Compute waits for an upload through an event; the host never does.
+
+The device finds experts through a table [L, E] (arena row, or -1): an expert enters it
+once its bytes are in its row (or, on CUDA, once the compute stream waits for them) and
+leaves it when its slot is evicted, released or retired, so a layer's body on the device
+can compute its resident experts without asking the host (device_step.py). The table and
+the router's residency mask are host arrays mirrored to the device before device work.
 
 A layer's experts are computed from one gather of their rows into a batch buffer
 (`gather`), so the hot path issues the same few kernels whatever k is.
@@ -21,7 +25,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from tuner.engine.checkpoint import Checkpoint
@@ -46,14 +49,13 @@ class Fetch:
 
 
 class StagingRing:
-    """Pinned host buffers the store reads into, with a device mirror of the same size.
+    """Pinned host buffers the store reads into.
 
     Entries are taken in ring order, skipping those still held (a read in flight or not yet
     uploaded); an entry whose last upload may still be copying from it is waited for."""
 
-    def __init__(self, entries: int, row_bytes: int, device: torch.device):
+    def __init__(self, entries: int, row_bytes: int):
         self.host = torch.zeros(entries, row_bytes, dtype=torch.uint8, pin_memory=True)
-        self.dev = torch.zeros(entries, row_bytes, dtype=torch.uint8, device=device)
         self.bufs = [memoryview(self.host[i].numpy()) for i in range(entries)]
         self.held = [False] * entries
         self.copied: list[torch.cuda.Event | None] = [None] * entries
@@ -78,29 +80,52 @@ class StagingRing:
         self.copied[entry] = copied
 
 
-def runs(entries: list[int]) -> list[tuple[int, int, int]]:
-    """(first index into `entries`, first entry, count) of each run of consecutive entries,
-    in the order given."""
-    out: list[tuple[int, int, int]] = []
-    for i, e in enumerate(entries):
-        if out and out[-1][1] + out[-1][2] == e:
-            first, start, count = out[-1]
-            out[-1] = (first, start, count + 1)
-        else:
-            out.append((i, e, 1))
-    return out
+class Mirror:
+    """A host array [L, E] the host changes at will, its copy on the compute device brought
+    up to date by `sync` before device work reads it, and a version per layer that moves
+    with every change of that layer's row. The copy goes through a pinned shadow, so the
+    host may change the array again while the copy is still queued."""
+
+    def __init__(self, host: torch.Tensor, device: torch.device):
+        self.host, self.np = host, host.numpy()
+        self.version = [0] * host.shape[0]
+        self.cuda = device.type == "cuda"
+        self.dev = host.to(device) if self.cuda else host
+        self.shadow = torch.empty_like(host, pin_memory=True) if self.cuda else None
+        self._copied: torch.cuda.Event | None = None
+        self._dirty = False
+
+    def set(self, key: Key, value) -> None:
+        if self.np[key] != value:
+            self.np[key] = value
+            self.version[key[0]] += 1
+            self._dirty = True
+
+    def sync(self) -> None:
+        if not (self.cuda and self._dirty):
+            return
+        if self._copied is not None:
+            self._copied.synchronize()  # long done: the host has waited on later work since
+        self.shadow.copy_(self.host)
+        self.dev.copy_(self.shadow, non_blocking=True)
+        self._copied = torch.cuda.Event()
+        self._copied.record()
+        self._dirty = False
 
 
-def _marker(mask: np.ndarray, stale_rows: set[int]) -> Callable[[Key, bool], None]:
-    """The slot map's residency hook. It holds the mask, not the arena: a slot map that
-    pointed back at its arena would keep a replaced engine's rows alive until the cycle
-    collector ran."""
+def _hooks(mask: Mirror, table: Mirror) -> tuple[Callable[[Key, bool], None],
+                                                 Callable[[Key], None]]:
+    """The slot map's hooks: residency into the router's mask, a slot leaving into the
+    table. They hold the mirrors, not the arena: a slot map that pointed back at its arena
+    would keep a replaced engine's rows alive until the cycle collector ran."""
 
-    def mark(key: Key, resident: bool) -> None:
-        mask[key] = resident
-        stale_rows.add(key[0])
+    def resident(key: Key, on: bool) -> None:
+        mask.set(key, on)
 
-    return mark
+    def leave(key: Key) -> None:
+        table.set(key, -1)
+
+    return resident, leave
 
 
 class Arena:
@@ -122,27 +147,49 @@ class Arena:
         self.extents = {(l, e): ckpt.extents(l, e) for l in range(L) for e in range(E)}
         self.pool = ReadPool(cfg.io_workers, cfg.io_urgent, cfg.io_direct,
                              cfg.io_piece_kib * 1024, check=check, hurry=hurry)
-        # the router's view of residency: a host mask, mirrored per layer on the device
-        self.mask_host = torch.zeros(L, E, dtype=torch.bool, pin_memory=self.cuda)
-        self._mask_np = self.mask_host.numpy()
-        self.mask_dev = self.mask_host.to(device) if self.cuda else self.mask_host
-        self._stale_rows: set[int] = set()
-        self.slots.on_resident = _marker(self._mask_np, self._stale_rows)
+        # the router's view of residency, and where the device finds each expert
+        self.residency = Mirror(torch.zeros(L, E, dtype=torch.bool), device)
+        self.mask_host = self.residency.host
+        self.table = Mirror(torch.full((L, E), -1, dtype=torch.int64), device)
+        self.slots.on_resident, self.slots.on_leave = _hooks(self.residency, self.table)
+        self.used = None  # CUDA event: the compute stream's last read of any row
         if self.cuda:
             self.rows = None
-            self.ring = StagingRing(RING_LAYERS * K, ckpt.row_bytes, device)
+            self.ring = StagingRing(RING_LAYERS * K, ckpt.row_bytes)
             self.copy_stream = torch.cuda.Stream(device)
-            self.used = None  # event: the compute stream's last read of any row
         else:
             self.rows = [memoryview(self.mem[i].numpy()) for i in range(slots + K)]
 
-    # -- residency -----------------------------------------------------------------------
+    # -- residency and the table ---------------------------------------------------------
     def mask(self, layer: int) -> torch.Tensor:
-        """Layer `layer`'s residency [E] on the compute device (uploaded when it changed)."""
-        if self.cuda and layer in self._stale_rows:
-            self._stale_rows.discard(layer)
-            self.mask_dev[layer].copy_(self.mask_host[layer], non_blocking=True)
-        return self.mask_dev[layer]
+        """Layer `layer`'s residency [E] on the compute device."""
+        self.residency.sync()
+        return self.residency.dev[layer]
+
+    def sync(self) -> None:
+        """The mask and the table, current on the device for the work queued next."""
+        self.residency.sync()
+        self.table.sync()
+
+    def version(self, layer: int) -> tuple[int, int]:
+        """Moves whenever the layer's residency or table entries change."""
+        return self.residency.version[layer], self.table.version[layer]
+
+    def publish(self, fetches: list[Fetch]) -> None:
+        """Enters landed experts into the device's table. On CUDA an upload must be complete
+        or waited for by the compute stream (`land` does)."""
+        for f in fetches:
+            self.publish_row(f.key, f.row)
+
+    def publish_row(self, key: Key, row: int) -> None:
+        if row < self.n and self.slots.key[row] == key:  # a bypass row is never published
+            self.table.set(key, row)
+
+    def mark_used(self) -> None:
+        """The compute stream has queued reads of rows: uploads into rows wait for them."""
+        if self.cuda:
+            self.used = torch.cuda.Event()
+            self.used.record()
 
     # -- bytes in ------------------------------------------------------------------------
     def fetch(self, key: Key, row: int, speculative: bool) -> Fetch:
@@ -155,50 +202,48 @@ class Arena:
         return Fetch(key, row, read, entry)
 
     def land(self, fetches: list[Fetch]) -> float:
-        """Waits for the reads of `fetches`, uploads what is not on the device yet and makes
-        the compute stream wait for their bytes; returns the seconds waited for reads (the
-        stall)."""
-        waited = sum(self.pool.wait(f.read) for f in fetches)
-        self.upload([f for f in fetches if not f.uploaded])
+        """Waits for the reads of `fetches`, uploading each as soon as its read is in, makes
+        the compute stream wait for their bytes and publishes them; returns the seconds
+        waited for reads (the stall)."""
+        waited = 0.0
+        for f in fetches:
+            waited += self.pool.wait(f.read)
+            if not f.uploaded:
+                self.upload([f])  # its copy overlaps the reads still running
         if self.cuda:
             for event in {f.ready for f in fetches}:
                 torch.cuda.current_stream().wait_event(event)
+        self.publish(fetches)
         return waited
 
     def upload_arrived(self, fetches: list[Fetch]) -> None:
         """Uploads those of `fetches` whose reads have completed (speculation that arrived
-        ahead of its layer), so their copy overlaps the current layer's compute."""
+        ahead of its layer), so their copy overlaps compute, and publishes those whose
+        bytes are already in place."""
         self.upload([f for f in fetches if not f.uploaded and f.read.done.is_set()
                      and f.read.complete and not f.read.error])
+        self.publish([f for f in fetches if f.uploaded and (f.ready is None or f.ready.query())])
 
     def upload(self, fetches: list[Fetch]) -> None:
-        """One host-to-device copy per run of consecutive staging entries, then one scatter
-        per run into the rows (after the compute that last read them), on the copy stream.
-        Each fetch's `ready` event says when its bytes are in place."""
+        """One host-to-device copy per expert, from its staging entry straight into its row,
+        on the copy stream after the compute that last read the rows. Each fetch's `ready`
+        event says when its bytes are in place."""
         if not fetches or not self.cuda:
             for f in fetches:
                 f.uploaded = True
             return
-        fetches = sorted(fetches, key=lambda f: f.entry)
-        entries = [f.entry for f in fetches]
         ring, stream = self.ring, self.copy_stream
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        done = torch.cuda.Event()
         with torch.cuda.stream(stream):
-            rows = torch.tensor([f.row for f in fetches], dtype=torch.int64).to(
-                self.device, non_blocking=True)
-            start.record()
-            for _, e, count in runs(entries):
-                ring.dev[e:e + count].copy_(ring.host[e:e + count], non_blocking=True)
-            end.record()
             if self.used is not None:
                 stream.wait_event(self.used)
-            for first, e, count in runs(entries):
-                self.mem.index_copy_(0, rows[first:first + count], ring.dev[e:e + count])
-            done.record()
+            start.record()
+            for f in fetches:
+                self.mem[f.row].copy_(ring.host[f.entry], non_blocking=True)
+            end.record()
         nbytes = sum(f.read.bytes_read for f in fetches)
         for f in fetches:
-            f.uploaded, f.ready = True, done
+            f.uploaded, f.ready = True, end
             ring.give(f.entry, end)
         layer = fetches[0].key[0]
         self.clock.later(layer, "h2d_ms", start, end)
@@ -222,9 +267,7 @@ class Arena:
         """`gather` with the rows already an index tensor on the compute device."""
         batch = self.batch[:len(idx)]
         torch.index_select(self.mem, 0, idx, out=batch)
-        if self.cuda:  # uploads into these rows from now on wait for this read of them
-            self.used = torch.cuda.Event()
-            self.used.record()
+        self.mark_used()  # uploads into these rows from now on wait for this read of them
         return self.layout.weights(batch)
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ import torch
 class HostClock:
     def __init__(self, counters):
         self.counters = counters
+        self._open: dict[tuple[int, str], list] = {}  # (layer, name) -> [start, end]
 
     @contextmanager
     def span(self, layer: int, name: str, stream=None):
@@ -24,19 +25,48 @@ class HostClock:
         yield
         self.counters.add(layer, name, 1000 * (time.perf_counter() - t0))
 
+    def open(self, layer: int, name: str) -> None:
+        """Starts a span that `close` ends, as often as the work it times is extended;
+        counted at the flush."""
+        self._open[layer, name] = [time.perf_counter(), None]
+
+    def close(self, layer: int, name: str) -> None:
+        self._open[layer, name][1] = time.perf_counter()
+
+    def _elapsed_ms(self, start, end) -> float:
+        return 1000 * (end - start)
+
     def flush(self) -> None:
-        pass
+        spans, self._open = self._open, {}
+        for (layer, name), (start, end) in spans.items():
+            self.counters.add(layer, name, self._elapsed_ms(start, end))
 
 
 class CudaClock(HostClock):
     def __init__(self, counters):
         super().__init__(counters)
+        self._events: dict[tuple[int, str], list[torch.cuda.Event]] = {}
         self._spans: list[tuple[int, str, torch.cuda.Event, torch.cuda.Event]] = []
         self._later: deque[tuple] = deque()  # filled by reader threads, drained here
 
     def later(self, layer: int, name: str, start, end, value: float | None = None) -> None:
         """Work another thread enqueued: counted at the first flush after it finished."""
         self._later.append((layer, name, start, end, value))
+
+    def open(self, layer: int, name: str) -> None:
+        events = self._events.get((layer, name))
+        if events is None:  # made once: creating events costs more than recording them
+            events = self._events[layer, name] = [torch.cuda.Event(enable_timing=True),
+                                                  torch.cuda.Event(enable_timing=True)]
+        events[0].record()
+        self._open[layer, name] = events
+
+    def close(self, layer: int, name: str) -> None:
+        self._open[layer, name][1].record()
+
+    def _elapsed_ms(self, start, end) -> float:
+        end.synchronize()
+        return start.elapsed_time(end)
 
     @contextmanager
     def span(self, layer: int, name: str, stream=None):
@@ -49,6 +79,7 @@ class CudaClock(HostClock):
         self._spans.append((layer, name, start, end))
 
     def flush(self) -> None:
+        super().flush()
         spans, self._spans = self._spans, []
         for layer, name, start, end in spans:
             end.synchronize()

@@ -1,5 +1,16 @@
 """The streaming decode step: one token through every layer, experts served by the arena.
 
+Where the model's routers route and misses stream into the arena, a layer's device work
+runs first, without the host (device_step.py: on CUDA one graph replay a layer): it
+routes, finds the resident experts in the device's table and computes the layer. The host
+then reads the layer's routing and does steps 1-5 below on it; when the device found every
+expert (every lookup a hit) its output stands and, on CUDA, the next layer was already
+launched before the host's bookkeeping, so the hit path never waits on the host. Otherwise
+the layer's experts are computed again once the misses landed (`fix`), with the same
+kernels, so the output is bit for bit what computing them together gives. The three sites
+(`cpu_pool`), a routing trace and a route recording take the host-driven path instead,
+where the host routes each layer before its experts are computed.
+
 Per layer (seed 000 section 3, `at_layer` and `after_layer`):
 
 1. route (exact or moce against the published residency), and in the same host sync fetch
@@ -36,6 +47,7 @@ from tuner.engine.arena import Arena, Fetch
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.clock import clock_for
 from tuner.engine.counters import Counters
+from tuner.engine.device_step import DeviceStep, Pack, Route
 from tuner.engine.model import Decoder, compute_dtype, experts_out
 from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
@@ -85,7 +97,7 @@ class Routed:
     """One layer's routing as the host sees it after the layer's single sync."""
 
     sel: list[int]  # expert ids in rank order (a trace may leave a layer without any)
-    selected: torch.Tensor  # the same on the compute device
+    selected: torch.Tensor | None  # the same on the compute device (the host-driven path)
     ctrl: list[int] | None  # the probe's control: this layer's router on its input, top-k
     stale_next: np.ndarray | None  # layer l+1's router on this input [E], on the host
     scores: np.ndarray | None = None  # the selected experts' logits [k], host (drop_cold)
@@ -120,6 +132,8 @@ class Engine:
         self.tier = Tier(L, E, self.slots)
         self.sites: Sites | None = None  # made when cpu_pool is first switched on
         self.quality: QualityProbe | None = None  # made when quality_every is first set
+        self.device_step: DeviceStep | None = None  # made when the device path first runs
+        self._launched: list[tuple[int, int] | None] = [None] * L
         self.steps = 0
         self.apply_live(cfg)
 
@@ -147,6 +161,15 @@ class Engine:
             self.quality = QualityProbe(self.ckpt, self.dec, self.counters, cfg)
         self.adapt_fetch = (cfg.cpu_pool and cfg.adapt_fetch > 0 and cfg.pcie_frac > 0
                             and not cfg.adapt_overlap)
+        if self.device_step is not None:
+            self.device_step.set_route(self._route_spec())
+
+    def _route_spec(self) -> Route:
+        cfg = self.cfg
+        if not self.use_residency:  # exact top-k: the moce knobs change nothing
+            return Route(probes=True, scores=self.dropping)
+        return Route(True, cfg.moce_protect, cfg.moce_bonus, cfg.moce_bonus_r1, probes=True,
+                     scores=self.dropping)
 
     def notes(self) -> list[str]:
         cfg, out = self.cfg, []
@@ -215,23 +238,85 @@ class Engine:
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:
         """Runs one token at position `pos`; returns its logits [V] (float32)."""
-        dec, L, cfg = self.dec, self.mc.num_layers, self.cfg
+        cfg = self.cfg
         if cfg.cpu_pool and cfg.adapt_every and self.steps and self.steps % cfg.adapt_every == 0:
             self.sites.tier_round(cfg, self.adapt_fetch)
         self.steps += 1
-        h = dec.embed_token(token)
-        stale: np.ndarray | None = None  # layer l's router on layer l-1's input, host
-        for l in range(L):
-            h = dec.attention(l, h, pos)
-            x = dec.moe_input(l, h)
-            with self.clock.span(l, "layer_ms"):
-                h, stale = self._moe(l, x, h, stale)
-        logits = dec.logits(h)  # queued before the flush waits on the layers' timings
-        self.clock.flush()
+        if cfg.cpu_pool or self.routing is not None or self.route_log is not None:
+            logits = self._host_step(token, pos)
+        else:
+            logits = self._device_first(token, pos)
+        self.clock.flush()  # queued after the logits, so it waits on the layers' timings
         if self.routing is not None:
             self.routing.advance()
         self.check_residency()
         return logits
+
+    def _host_step(self, token: int, pos: int) -> torch.Tensor:
+        """The host routes each layer before its experts are computed."""
+        dec = self.dec
+        h = dec.embed_token(token)
+        stale: np.ndarray | None = None  # layer l's router on layer l-1's input, host
+        for l in range(self.mc.num_layers):
+            h = dec.attention(l, h, pos)
+            x = dec.moe_input(l, h)
+            with self.clock.span(l, "layer_ms"):
+                h, stale = self._moe(l, x, h, stale)
+        return dec.logits(h)
+
+    def _device_first(self, token: int, pos: int) -> torch.Tensor:
+        """Each layer's device work first, the host's after it (see the module's doc)."""
+        if self.device_step is None:
+            self.device_step = DeviceStep(self.dec, self.arena.mem, self.ckpt.layout,
+                                          self.arena.table.dev, self.arena.residency.dev,
+                                          self._route_spec())
+        run, L, launched = self.device_step, self.mc.num_layers, self._launched
+        launched[:] = [None] * L
+        run.start(token, pos)
+        stale: np.ndarray | None = None
+        for l in range(L):
+            if launched[l] != self.arena.version(l):  # not run yet, or on a changed table
+                self._launch(l)
+            if run.branchless and l + 1 < L and launched[l + 1] is None:
+                self._launch(l + 1)  # queued before the host waits on layer l
+            pack = run.read(l)
+            if self._settle(l, pack, stale) and l + 1 < L:
+                launched[l + 1] = None  # it ran on this layer's output before the fix
+            stale = pack.stale_next
+        return run.logits()
+
+    def _launch(self, l: int) -> None:
+        """Runs layer l's device work on the current table and residency. A layer run
+        ahead of the host is kept only if the table and residency it ran on did not change
+        until the host settled it: an upload into a row it read always changes its table,
+        so uploads need not wait for it (only for `fix`, which marks its reads)."""
+        self.spec.arrived(l)  # uploads (and enters into the table) speculation that arrived
+        self.arena.sync()
+        self._launched[l] = self.arena.version(l)
+        if l + 1 < len(self._launched):
+            self._launched[l + 1] = None  # a run of l+1 before this one read a stale input
+        self.clock.open(l, "layer_ms")
+        self.device_step.run(l)
+        self.clock.close(l, "layer_ms")
+
+    def _settle(self, l: int, pack: Pack, stale: np.ndarray | None) -> bool:
+        """The host's part of layer l after its device work: counts, claims, speculation,
+        and, where the device did not find the experts the claims name, the misses landed
+        and the layer computed again (True)."""
+        ctrl = None if pack.ctrl is None else _top(pack.ctrl, self.mc.top_k)
+        routed = Routed(pack.sel, None, ctrl, pack.stale_next, pack.scores)
+        served, ranks = self._account(l, routed, stale)
+        rows, timely, waited = self._serve(l, served, ranks, routed)
+        fixed = bool(waited) or ranks is not None or rows != pack.rows
+        if fixed:
+            self._land(l, timely, waited)
+            self.device_step.fix(l, rows, ranks)
+            self.arena.mark_used()
+            self.clock.close(l, "layer_ms")
+        self.spec.retire(l)
+        self.slots.pinned.clear()
+        self.spec.release_limbo(l)
+        return fixed
 
     def batched_prefill(self) -> bool:
         return (self.cfg.prefill and not self.cfg.cpu_pool and self.routing is None
@@ -269,12 +354,35 @@ class Engine:
 
     def _moe(self, l: int, x: torch.Tensor, h: torch.Tensor, stale: np.ndarray | None
              ) -> tuple[torch.Tensor, np.ndarray | None]:
-        """One layer's MoE block: (new residual, layer l+1's router on this input)."""
+        """One layer's MoE block on the host-driven path: (new residual, layer l+1's router
+        on this input)."""
         cfg = self.cfg
         logits = self.dec.router_logits(l, x)
         self.spec.arrived(l)  # its upload overlaps the attention the GPU is still running
         routed = self._route(l, logits, x)
         sel = routed.sel
+        served, ranks = self._account(l, routed, stale, logits)
+        if cfg.cpu_pool:
+            outs = self.sites.serve(l, x, sel, cfg, self.adapt_fetch)
+        else:
+            rows, timely, waited = self._serve(l, served, ranks, routed)
+            self._land(l, timely, waited)
+            outs = experts_out(x, self.arena.gather(rows)) if sel else None
+        if sel:  # a trace may leave a layer without a routing for a token
+            w = router.weights(logits, routed.selected, self.mc.norm_topk_prob)
+            if ranks is not None:  # the dropped experts' shares are left out
+                w = w[ranks]
+            h = h + self.dec.moe_output(l, x, w, outs)
+        self.spec.retire(l)
+        self.slots.pinned.clear()
+        self.spec.release_limbo(l)
+        return h, routed.stale_next
+
+    def _account(self, l: int, routed: Routed, stale: np.ndarray | None,
+                 logits: torch.Tensor | None = None) -> tuple[list[int], list[int] | None]:
+        """Counts the routing, logs it, applies drop_cold and scores the predictors: (the
+        experts computed, in rank order; the ranks they are, or None when all are)."""
+        cfg, sel = self.cfg, routed.sel
         self.counters.per_expert.sel[l, :len(sel)] = sel
         self.counters.add(l, "routings", len(sel))
         if cfg.cpu_pool:  # the adaptive tier's counts, read only by the three sites
@@ -282,33 +390,29 @@ class Engine:
         if self.route_log is not None:
             self.route_log.add(sel, logits, stale)
         ranks = self._drop(l, sel, routed.scores) if self.dropping and sel else None
+        if ranks is not None and len(ranks) == len(sel):
+            ranks = None
         served = sel if ranks is None else [sel[r] for r in ranks]
         self._probe(l, sel, served, routed.ctrl, stale)
-        if cfg.cpu_pool:
-            outs = self.sites.serve(l, x, sel, cfg, self.adapt_fetch)
-        else:
-            rows, timely, waited, missed = self._claim(l, served)
-            self.counters.per_expert.miss[l, [r if ranks is None else ranks[r]
-                                              for r in missed]] = True
-            if routed.stale_next is not None and cfg.prefetch != "off":
-                guess = predict(cfg, self.mc.top_k, self.prev_sel[l + 1],
-                                torch.from_numpy(routed.stale_next),
-                                lambda: self.arena.mask_host[l + 1])
-                if self.dropping:
-                    guess = drop.speculable(guess, drop.share(routed.stale_next[guess]),
-                                            cfg.drop_cold)
-                self.spec.issue(cfg, l + 1, guess)
-            self._land(l, timely, waited)
-            outs = experts_out(x, self.arena.gather(rows)) if sel else None
-        if sel:  # a trace may leave a layer without a routing for a token
-            w = router.weights(logits, routed.selected, self.mc.norm_topk_prob)
-            if len(served) < len(sel):  # the dropped experts' shares are left out
-                w = w[ranks]
-            h = h + self.dec.moe_output(l, x, w, outs)
-        self.spec.retire(l)
-        self.slots.pinned.clear()
-        self.spec.release_limbo(l)
-        return h, routed.stale_next
+        return served, ranks
+
+    def _serve(self, l: int, served: list[int], ranks: list[int] | None, routed: Routed
+               ) -> tuple[list[int], list[Fetch], list[Fetch]]:
+        """Claims the served experts (misses issue their reads) and reads ahead layer l+1's
+        predicted misses: (the arena row of each, timely speculation, fetches to wait for)."""
+        cfg = self.cfg
+        rows, timely, waited, missed = self._claim(l, served)
+        self.counters.per_expert.miss[l, [r if ranks is None else ranks[r]
+                                          for r in missed]] = True
+        if routed.stale_next is not None and cfg.prefetch != "off":
+            guess = predict(cfg, self.mc.top_k, self.prev_sel[l + 1],
+                            torch.from_numpy(routed.stale_next),
+                            lambda: self.arena.mask_host[l + 1])
+            if self.dropping and guess:  # prev names nothing on a sequence's first token
+                guess = drop.speculable(guess, drop.share(routed.stale_next[guess]),
+                                        cfg.drop_cold)
+            self.spec.issue(cfg, l + 1, guess)
+        return rows, timely, waited
 
     def _route(self, layer: int, logits: torch.Tensor, x: torch.Tensor) -> Routed:
         """Routes the layer and brings what the host needs in one device-to-host copy: the

@@ -64,6 +64,12 @@ FOLDER = ("a model folder holds a Hugging Face MoE checkpoint: config.json and i
           "*.safetensors weights")
 
 
+# Devices where one token's attention has fixed shapes (its position a device tensor), so a
+# layer's step can be captured once and replayed: CUDA graphs. The same code runs eagerly
+# anywhere, which is how the CPU tests check it.
+FIXED_SHAPES = {"cuda"}
+
+
 class ModelError(ValueError):
     """A model folder that cannot be used. The message names the file, what is wrong with
     it and what is allowed: it is the one line a command prints."""
@@ -289,6 +295,20 @@ class Decoder:
         ang = torch.cat([ang, ang], dim=-1)  # [C, Dh], both halves
         self.cos = ang.cos().to(device, self.dtype)
         self.sin = ang.sin().to(device, self.dtype)
+        # One token on CUDA attends over a fixed span of the cache with the position on the
+        # device, so a layer's step has static shapes and can be a CUDA graph; every caller
+        # of one token takes this path there, so its logits agree bit for bit.
+        self.fixed = device.type in FIXED_SHAPES
+        self.positions = torch.arange(context, device=device)  # [C]
+        self._pos = torch.zeros(1, dtype=torch.int64, device=device)  # eager callers' pos
+
+    def span(self, pos: int) -> int:
+        """Cache positions one token at `pos` attends over on CUDA: the smallest of 256,
+        512, ... (capped at the context) that holds it; later positions are masked."""
+        span = min(self.context, 256)
+        while span <= pos:
+            span = min(self.context, 2 * span)
+        return span
 
     def _rope(self, x: torch.Tensor, pos: int) -> torch.Tensor:
         """x [T, heads, Dh] at positions pos.., rotate-half convention as in Hugging Face."""
@@ -307,18 +327,12 @@ class Decoder:
         """Adds attention's output to the residual of one token h [D] at `pos`, or of T
         tokens h [T, D] at positions pos..pos+T-1 (prefill: each attends to the cache and
         to the tokens before it, a causal mask). The KV cache is filled for all of them."""
+        if self.fixed and h.dim() == 1:
+            self._pos.fill_(pos)
+            return self.attend_one(layer, h, self._pos, self.span(pos))
         cfg, p = self.cfg, self.layers[layer]
         H, G, Dh = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        x = rms_norm(h, p["in_norm"], cfg.rms_eps)
-        qkv = _linear(p["qkv"], x, p["qkv_bias"])  # [T?, (H+2G)*Dh]
-        if cfg.spec.qk_norm == "full":
-            q, k = qkv[..., : H * Dh], qkv[..., H * Dh: (H + G) * Dh]
-            qkv = torch.cat([rms_norm(q, p["q_norm"], cfg.rms_eps),
-                             rms_norm(k, p["k_norm"], cfg.rms_eps), qkv[..., (H + G) * Dh:]],
-                            dim=-1)
-        if cfg.clip_qkv is not None:
-            qkv = qkv.clamp(-cfg.clip_qkv, cfg.clip_qkv)
-        heads = qkv.view(-1, H + 2 * G, Dh)  # [T, H+2G, Dh]
+        heads = self._qkv(layer, h).view(-1, H + 2 * G, Dh)  # [T, H+2G, Dh]
         T = heads.shape[0]
         qk, v = heads[:, : H + G], heads[:, H + G:]  # q's and k's heads get the same rotation
         if p["qk_norm"] is not None:
@@ -345,6 +359,47 @@ class Decoder:
             out = scores.softmax(-1, dtype=torch.float32).to(self.dtype) @ vals
         out = out.view(G, T, H // G, Dh).transpose(0, 1).reshape(T, H * Dh)
         return h + _linear(p["o"], out[0] if h.dim() == 1 else out, None)
+
+    def _qkv(self, layer: int, h: torch.Tensor) -> torch.Tensor:
+        """q, k and v of tokens h [T?, D] as [T?, (H+2G)*Dh], with OLMoE's norms over the
+        whole q and k projections and clip_qkv applied."""
+        cfg, p = self.cfg, self.layers[layer]
+        H, G, Dh = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        x = rms_norm(h, p["in_norm"], cfg.rms_eps)
+        qkv = _linear(p["qkv"], x, p["qkv_bias"])
+        if cfg.spec.qk_norm == "full":
+            q, k = qkv[..., : H * Dh], qkv[..., H * Dh: (H + G) * Dh]
+            qkv = torch.cat([rms_norm(q, p["q_norm"], cfg.rms_eps),
+                             rms_norm(k, p["k_norm"], cfg.rms_eps), qkv[..., (H + G) * Dh:]],
+                            dim=-1)
+        if cfg.clip_qkv is not None:
+            qkv = qkv.clamp(-cfg.clip_qkv, cfg.clip_qkv)
+        return qkv
+
+    def attend_one(self, layer: int, h: torch.Tensor, pos: torch.Tensor, span: int
+                   ) -> torch.Tensor:
+        """Attention for one token h [D] at position `pos` (an int64 [1] on the device,
+        below `span`): its keys and values written into the cache at `pos`, the query
+        attending over the first `span` positions with those after `pos` masked. No host
+        value depends on the position, so the work can be captured once per span."""
+        cfg, p = self.cfg, self.layers[layer]
+        H, G, Dh = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        heads = self._qkv(layer, h).view(1, H + 2 * G, Dh)
+        qk, v = heads[:, : H + G], heads[:, H + G:]
+        if p["qk_norm"] is not None:
+            qk = rms_norm(qk, p["qk_norm"], cfg.rms_eps)
+        half = Dh // 2
+        rot = torch.cat([-qk[..., half:], qk[..., :half]], dim=-1)
+        qk = qk * self.cos.index_select(0, pos)[:, None] + rot * self.sin.index_select(
+            0, pos)[:, None]  # [1, H+G, Dh]
+        q, k = qk[0, :H], qk[0, H:]
+        self.k_cache[layer].index_copy_(1, pos, k[:, None])  # [G, C, Dh] at pos
+        self.v_cache[layer].index_copy_(1, pos, v[0, :, None])
+        keys, vals = self.k_cache[layer, :, :span], self.v_cache[layer, :, :span]
+        seen = self.positions[:span] <= pos  # [span]
+        out = F.scaled_dot_product_attention(q.view(G, H // G, Dh), keys, vals,
+                                             attn_mask=seen)  # [G, H/G, Dh]
+        return h + _linear(p["o"], out.reshape(H * Dh), None)
 
     def moe_input(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         return rms_norm(h, self.layers[layer]["post_norm"], self.cfg.rms_eps)

@@ -4,7 +4,9 @@ It is the yardstick for two things: the streaming engine's output must equal it 
 with bonus 0 (on the same device), and `tuner bench` prices the streaming machinery as the
 ratio of the engine's ms per token, every lookup a hit, to this model's. It computes the
 routed experts with the engine's own batched kernels, gathered by the router's ids on the
-device, so a token runs without a single host sync.
+device, so a token runs without a single host sync; where one token's shapes are fixed
+(CUDA) it runs the engine's own layer bodies (device_step.py) over a table that finds every
+expert, each layer one graph replay, queued back to back.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 
 from tuner.engine import router
 from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.device_step import DeviceStep, Route
 from tuner.engine.model import Decoder, compute_dtype, experts_out
 from tuner.engine.tiers import HostCopy
 
@@ -34,11 +37,20 @@ class Resident:
                                  device=device)
         self.no_experts = torch.zeros(self.mc.top_k, self.mc.hidden_size, device=device,
                                       dtype=self.dec.dtype)
+        L, E = self.mc.num_layers, self.mc.num_experts
+        self.run = DeviceStep(self.dec, self.mem, self.layout,
+                              torch.arange(L * E, device=device).view(L, E), None, Route()) \
+            if experts and self.dec.fixed else None
 
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:
         """Logits [V] (float32)."""
-        return exact_step(self.dec, token, pos, self._outs)
+        if self.run is None:
+            return exact_step(self.dec, token, pos, self._outs)
+        self.run.start(token, pos)
+        for layer in range(self.mc.num_layers):
+            self.run.run(layer)
+        return self.run.logits()
 
     def _outs(self, layer: int, x: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
         if self.mem is None:

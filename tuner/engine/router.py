@@ -33,8 +33,8 @@ def select(logits: torch.Tensor, resident: torch.Tensor | None, k: int, protect:
     taken = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
     picks = []
     for n, b in segments(k, protect, bonus, bonus_r1):
-        score = logits + b * boost if b else logits.clone()
-        score[taken] = float("-inf")
+        score = logits + b * boost if b else logits
+        score = score.masked_fill(taken, float("-inf"))  # no host sync: a CUDA graph runs it
         idx = torch.topk(score, n).indices
         taken.scatter_(-1, idx, True)
         picks.append(idx)

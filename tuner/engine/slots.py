@@ -73,6 +73,8 @@ class SlotMap:
         self.policy = POLICIES[policy]()
         # told (key, resident) whenever a key becomes or stops being resident
         self.on_resident: Callable[[Key, bool], None] | None = None
+        # told whenever a key's slot stops serving it (evicted, released or retired)
+        self.on_leave: Callable[[Key], None] | None = None
 
     def set_policy(self, name: str) -> None:
         """Switches policy live; the new one starts from the old victim order, all cold."""
@@ -189,6 +191,8 @@ class SlotMap:
     def retire(self, slot: int) -> None:
         assert self.state[slot] == SPEC
         self.state[slot] = LIMBO
+        if self.on_leave is not None:
+            self.on_leave(self.key[slot])
 
     def release(self, slots: list[int]) -> None:
         """Frees retired slots in sorted slot order (the order is part of determinism)."""
@@ -202,6 +206,8 @@ class SlotMap:
             return None
         if self.state[slot] == RESIDENT:
             self._resident(key, False)
+        if self.on_leave is not None:
+            self.on_leave(key)
         self.held_per_layer[key[0]] -= 1
         del self.slot_of[key]
         self.key[slot] = None

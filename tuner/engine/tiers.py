@@ -136,6 +136,8 @@ class Sites:
             ranks += [r for r, _ in resident]
         if link_job is not None:
             out, secs, verified, mismatches = link_job.result()
+            for _, key, dst, _ in jobs:  # admitted experts, now in their rows
+                self.arena.publish_row(key, dst)
             parts.append(out)
             ranks += [r for r, *_ in jobs]
             add(layer, "link_ms", 1000 * secs)
@@ -158,6 +160,7 @@ class Sites:
         add = self.counters.add
         for slot, key, evicted in moves:
             self.copy_in(key, slot)
+            self.arena.publish_row(key, slot)  # the copy is queued before any compute
             if evicted is not None:
                 add(evicted[0], "evictions")
             add(key[0], "tier_swaps")

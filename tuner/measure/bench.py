@@ -269,14 +269,65 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def device_copy_gbps(device: torch.device, nbytes: int = 1 << 30, reps: int = 10) -> float:
+    """The compute device's memory bandwidth: a plain copy within it, counting the bytes
+    read and the bytes written (on a machine without a GPU, within host memory)."""
+    nbytes = nbytes if device.type == "cuda" else nbytes // 4
+    src = torch.ones(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)  # warm
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        dst.copy_(src)
+    _sync(device)
+    return round(2 * nbytes * reps / (time.perf_counter() - t0) / 1e9, 3)
+
+
+def active_bytes(dec, expert_bytes: int, span: int) -> int:
+    """Bytes one decoded token must read where it computes: every dense weight (the
+    embedding's one row), the keys and values of `span` cache positions, and the top-k
+    experts of every layer."""
+    mc = dec.cfg
+
+    def size(t) -> int:
+        if t is None:
+            return 0
+        if isinstance(t, torch.Tensor):
+            return t.numel() * t.element_size()
+        return sum(size(getattr(t, f)) for f in ("gate_up", "down"))  # a shared expert
+
+    dense = sum(size(v) for layer in dec.layers for k, v in layer.items()
+                if k not in ("q_norm", "k_norm"))  # both live on in qk_norm, or are read once
+    dense += size(dec.routers) + size(dec.lm_head) + size(dec.final_norm)
+    dense += mc.hidden_size * dec.embed.element_size()
+    kv = 2 * mc.num_layers * mc.num_kv_heads * span * mc.head_dim * dec.k_cache.element_size()
+    return dense + kv + mc.num_layers * mc.top_k * expert_bytes
+
+
+@torch.inference_mode()
+def token_compute_ms(resident: Resident, tokens: int) -> float:
+    """ms a token takes through the fully resident model at its fastest: on CUDA every layer
+    and the logits as one graph, with no launch in between; on the CPU its steps."""
+    if resident.run is None:
+        _time_steps(resident.step, [1] * 2)
+        return _time_steps(resident.step, [1] * tokens)
+    resident.step(1, 0)
+    graph = resident.run.whole_token()
+    return _time_steps(lambda _tok, _pos: graph.replay() or resident.run.out, [0] * tokens)
+
+
 def limit(cfg: Config, tokens: int) -> dict:
-    """(e) The engine's ms per token at the current settings against their floor, from
-    pieces measured in the same run: the dense part of the model (everything but the routed
-    experts, fully resident), the routed experts' compute (a layer's top-k gathered from the
-    arena and computed as the engine does), and the bytes of the routed experts that were not
-    resident (misses, however fetched) over the slower of the store's raw read bandwidth and,
-    on a GPU, a plain pinned host-to-device copy. A layer cannot compute before its misses
-    arrive, so the transfer adds to the compute; the store and the link overlap each other."""
+    """(e) The engine's ms per token at the current settings against its floors, every piece
+    measured in the same run.
+
+    Physical floor: the bytes a token must read where it computes (dense weights, the KV
+    cache, k experts a layer) over the device's own copy bandwidth, plus the bytes of the
+    routed experts that were not resident (misses, however fetched) over the slower of the
+    store's raw read and, on a GPU, a plain pinned host-to-device copy: a layer cannot
+    compute before its misses arrive. Beside it, the compute of the same products at full
+    speed (the fully resident token as one CUDA graph), and the floor before this one: the
+    engine's own dense part and expert compute plus the same transfer."""
     if cfg.cpu_pool:
         return {"skipped": "cpu_pool serves misses at the link and CPU sites; the sites "
                            "section measures those"}
@@ -289,6 +340,9 @@ def limit(cfg: Config, tokens: int) -> dict:
         session.run(tokens)
         t = session.snapshot()["totals"]
         expert_ms = _expert_compute_ms(session.engine, tokens)
+        active = active_bytes(session.engine.dec, ckpt.expert_bytes,
+                              session.engine.dec.span(0))
+        slots = session.engine.slots.n
     finally:
         session.engine.close()
     fetched = t["sync_misses"] + t["pf_late"] + t["pf_timely"]
@@ -296,18 +350,31 @@ def limit(cfg: Config, tokens: int) -> dict:
     dense = Resident(ckpt, cfg.context, device, experts=False)
     _time_steps(dense.step, [1] * min(8, tokens))  # warm
     dense_ms = _time_steps(dense.step, [1] * tokens)
+    del dense
+    compute_ms = token_compute_ms(Resident(ckpt, cfg.context, device), tokens)
+    hbm = device_copy_gbps(device)
     store = store_read(ckpt, cfg.io_workers, cfg.io_direct, cfg.io_piece_kib)["gbps"]
     link = pinned_copy_gbps(device) if device.type == "cuda" else None
     pipe = min(store, link) if link else store
     transfer_ms = 1000 * miss_bytes / (pipe * 1e9)
-    floor = dense_ms + expert_ms + transfer_ms
-    return {"engine_ms_per_token": t["ms_per_token"], "floor_ms_per_token": round(floor, 3),
-            "ratio": _ratio(t["ms_per_token"], floor),
-            "dense_ms": round(dense_ms, 3), "expert_ms": round(expert_ms, 3),
-            "transfer_ms": round(transfer_ms, 3), "miss_bytes_per_token": round(miss_bytes),
+    hbm_ms = 1000 * active / (hbm * 1e9)
+    floor = hbm_ms + transfer_ms
+    current = dense_ms + expert_ms + transfer_ms
+    engine = t["ms_per_token"]
+    return {"engine_ms_per_token": engine, "floor_ms_per_token": round(floor, 3),
+            "ratio": _ratio(engine, floor),
+            "compute_floor_ms_per_token": round(max(hbm_ms, compute_ms) + transfer_ms, 3),
+            "compute_ratio": _ratio(engine, max(hbm_ms, compute_ms) + transfer_ms),
+            "current_floor_ms_per_token": round(current, 3),
+            "current_ratio": _ratio(engine, current),
+            "active_bytes_per_token": active, "hbm_gbps": hbm, "hbm_ms": round(hbm_ms, 3),
+            "compute_ms": round(compute_ms, 3), "dense_ms": round(dense_ms, 3),
+            "expert_ms": round(expert_ms, 3), "transfer_ms": round(transfer_ms, 3),
+            "link_only_transfer_ms": round(1000 * miss_bytes / (link * 1e9), 3) if link else None,
+            "miss_bytes_per_token": round(miss_bytes),
             "misses_per_token": round(fetched / tokens, 3), "store_gbps": store,
             "link_gbps": link, "hit_rate": t["hit_rate"],
-            "bytes_read_per_token": t["bytes_per_token"], "arena_slots": session.engine.slots.n,
+            "bytes_read_per_token": t["bytes_per_token"], "arena_slots": slots,
             "tokens": tokens}
 
 

@@ -1,0 +1,143 @@
+"""The device-first decode step (device_step.py) with the shapes it has on CUDA, run eagerly
+on the CPU: one token's attention over a fixed span with the position as a tensor, bodies
+that compute whatever the table found, the next layer run ahead of the host, and layers
+computed again where an expert was missing. CUDA adds only the graphs around the same code."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from tuner.engine import model
+from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.decode import Engine
+from tuner.engine.reference import Resident
+
+
+@pytest.fixture
+def fixed(monkeypatch):
+    monkeypatch.setattr(model, "FIXED_SHAPES", {"cpu", "cuda"})
+
+
+def test_attention_over_a_fixed_span_equals_the_sliced_one(small_model):
+    ckpt = Checkpoint(small_model)
+    mc = ckpt.config
+    sliced = model.Decoder(mc, ckpt.dense(), 300, torch.device("cpu"))
+    spanned = model.Decoder(mc, ckpt.dense(), 300, torch.device("cpu"))
+    g = torch.Generator().manual_seed(0)
+    for pos in (0, 1, 5, 255, 256, 299):
+        h = torch.randn(mc.hidden_size, generator=g)
+        want = sliced.attention(1, h, pos)
+        span = spanned.span(pos)
+        assert pos < span <= 300 and span in (256, 300)
+        got = spanned.attend_one(1, h, torch.tensor([pos]), span)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        assert torch.equal(spanned.k_cache[1, :, pos], sliced.k_cache[1, :, pos])
+
+
+def test_the_fixed_path_runs_every_layer_on_the_device_first(fixed, tiny_config):
+    engine = Engine(Checkpoint(tiny_config.model), tiny_config, torch.device("cpu"))
+    try:
+        assert engine.dec.fixed
+        engine.step(3, 0)
+        assert engine.device_step is not None and engine.device_step.branchless
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("changes", [
+    {"expert_cache": 6}, {"expert_cache": 64}, {"decode_2q": True},
+    {"prefetch": "stale", "prefetch_max": 0}, {"prefetch": "prev"},
+    {"arena_split": "layers", "prefetch": "stale", "prefetch_max": 0},
+])
+def test_bonus_zero_output_is_bit_identical_on_the_fixed_path(fixed, tiny_config, run,
+                                                                 changes):
+    """Layers computed by the device alone, computed again after misses landed, and run
+    again because speculation changed their table (per-layer quotas) all give the same
+    bits as the whole arena's hits."""
+    base = run(tiny_config)
+    other = run(replace(tiny_config, **changes))
+    assert other["output_hash"] == base["output_hash"]
+
+
+def test_fixed_path_counts_are_deterministic_and_add_up(fixed, tiny_config, run):
+    cfg = replace(tiny_config, prefetch="stale", prefetch_max=0, moce_bonus=0.85)
+    a, b = run(cfg), run(cfg)
+    assert a["output_hash"] == b["output_hash"]
+    for ra, rb in zip(a["layers"], b["layers"]):
+        assert (ra["hits"], ra["sync_misses"], ra["pf_issued"]) == \
+            (rb["hits"], rb["sync_misses"], rb["pf_issued"])
+        assert ra["hits"] + ra["sync_misses"] + ra["pf_late"] + ra["pf_timely"] \
+            == ra["lookups"]
+
+
+def test_fixed_path_logits_equal_the_fully_resident_model(fixed, tiny_config, tiny_model):
+    cfg = replace(tiny_config, expert_cache=8, prefetch="stale", prefetch_max=0)
+    ckpt = Checkpoint(tiny_model)
+    engine = Engine(ckpt, cfg, torch.device("cpu"))
+    resident = Resident(ckpt, cfg.context, torch.device("cpu"))
+    assert resident.run is not None  # the resident model runs the same bodies
+    token = 7
+    try:
+        for pos in range(40):
+            a, b = engine.step(token, pos), resident.step(token, pos)
+            assert torch.equal(a, b), f"logits differ at step {pos}"
+            token = int(torch.argmax(a))
+    finally:
+        engine.close()
+
+
+def test_a_layer_run_ahead_on_a_table_that_then_changed_runs_again(fixed, tiny_config, run,
+                                                                 monkeypatch):
+    """Layer l+1 runs before the host settled layer l; when the host's misses or
+    speculation (with per-layer quotas, within layer l+1's own quota) then change layer
+    l+1's table or residency, it runs again, and the output is still the plain arena's."""
+    stale_runs = []
+    plain = Engine._launch
+
+    def launch(self, l):
+        if self._launched[l] is not None:  # it had run, on a table that changed since
+            stale_runs.append(l)
+        plain(self, l)
+
+    monkeypatch.setattr(Engine, "_launch", launch)
+    base = run(tiny_config)
+    quotas = run(replace(tiny_config, arena_split="layers", prefetch="stale", prefetch_max=0,
+                         expert_cache=40))
+    assert quotas["output_hash"] == base["output_hash"]
+    assert stale_runs
+
+
+@pytest.mark.parametrize("shapes", [{"cuda"}, {"cpu", "cuda"}])
+@pytest.mark.parametrize("changes", [
+    {}, {"drop_cold": 0.2}, {"moce_bonus": 0.85, "prefetch": "stale", "prefetch_max": 0},
+    {"drop_cold": 0.1, "prefetch": "prev", "decode_2q": True},
+])
+def test_the_device_first_path_decides_as_the_host_driven_one(tiny_config, monkeypatch,
+                                                              shapes, changes):
+    """Same routings, hits, misses, speculation, evictions and drops as the path where the
+    host routes each layer before its experts run (a route recording takes that path, with
+    prompts token by token); only whether a claimed speculation had landed (timely or
+    late) depends on read timing."""
+    from tuner.engine.decode import RouteLog
+    from tuner.engine.session import Session
+
+    monkeypatch.setattr(model, "FIXED_SHAPES", shapes)
+    cfg = replace(tiny_config, prefill=False, **changes)
+    snaps = []
+    for host_driven in (False, True):
+        s = Session(cfg)
+        if host_driven:
+            s.engine.route_log = RouteLog(s.engine.mc.num_layers)
+        try:
+            s.run(120)
+            snaps.append(s.snapshot())
+        finally:
+            s.engine.close()
+    keys = ("routings", "lookups", "hits", "sync_misses", "pf_issued", "evictions", "dropped", "rerouted", "prev_slots", "stale_slots", "ctrl_slots")
+    device, host = ([tuple(row[k] for k in keys) for row in snap["layers"]] for snap in snaps)
+    assert device == host
+    claimed = [[row["pf_timely"] + row["pf_late"] for row in snap["layers"]] for snap in snaps]
+    assert claimed[0] == claimed[1]

@@ -1,0 +1,221 @@
+"""The device half of a decode step: each layer from its input to its output, with no host
+round trip when every routed expert is already in fast memory.
+
+A layer's body reads static buffers and writes static buffers: attention (the position is
+a device tensor), the router (moce against the device residency mask), the lookup of each
+selected expert's row in a device table (-1 where the expert is not there), the experts
+found gathered from `mem` and computed, the residual updated, and a small pack copied to
+pinned host memory: the ids, the rows found and the probe's scores. On CUDA each body is a
+CUDA graph, captured once per layer and attention span and replayed with one call. A graph
+cannot branch, so there a body computes its experts whatever it found (a missing one
+computes row 0, and the host fixes the layer); on the CPU the body runs eagerly and skips
+the experts' compute when one of them is missing.
+
+The host reads a layer's pack after the layer's event. Where the device found every
+expert, its output stands and the next layer may already run; otherwise the host lands
+the missing bytes and `fix` computes the layer's experts again from the rows it names:
+the same gather, the same batched products, the same rank-order sum, so the output is what
+computing them all together gives (bit for bit).
+
+Shapes: D hidden, E experts, K top-k, L layers, P pack width (3K + 2E).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tuner.engine import router
+from tuner.engine.checkpoint import Layout
+from tuner.engine.model import Decoder, experts_out
+
+
+@dataclass(frozen=True)
+class Route:
+    """How the bodies route: what a captured graph bakes in (a change recaptures)."""
+
+    residency: bool = False  # moce: the router reads the residency mask
+    protect: int = 0
+    bonus: float = 0.0
+    bonus_r1: float = 0.0
+    probes: bool = False  # pack the probe's scores (this layer's and the next router's)
+    scores: bool = False  # pack the selected experts' logits (drop_cold)
+
+
+class Pack:
+    """A layer's pack as the host reads it."""
+
+    def __init__(self, row: np.ndarray, K: int, E: int, last: bool, route: Route):
+        self.sel = row[:K].astype(np.int64).tolist()  # expert ids, rank order
+        self.rows = row[K:2 * K].astype(np.int64).tolist()  # arena rows; -1 not found
+        self.ctrl = row[2 * K:2 * K + E] if route.probes else None  # this router on x [E]
+        self.stale_next = None if last or not route.probes else \
+            row[2 * K + E:2 * K + 2 * E].copy()  # layer l+1's router on x [E]
+        self.scores = row[2 * K + 2 * E:3 * K + 2 * E].copy() if route.scores else None
+
+    @property
+    def found(self) -> bool:
+        return all(r >= 0 for r in self.rows)
+
+
+class DeviceStep:
+    """Per-layer bodies over one decoder, one expert memory and its lookup table.
+
+    `table` [L, E] int64 gives each expert's row in `mem` or -1; `mask` [L, E] bool is the
+    residency the moce router reads. Both are read by the device when a body runs, so the
+    caller keeps them current before each `run`."""
+
+    def __init__(self, dec: Decoder, mem: torch.Tensor, layout: Layout, table: torch.Tensor,
+                 mask: torch.Tensor | None, route: Route):
+        mc, dev = dec.cfg, dec.device
+        L, E, K, D = mc.num_layers, mc.num_experts, mc.top_k, mc.hidden_size
+        self.dec, self.mem, self.layout, self.table, self.mask = dec, mem, layout, table, mask
+        self.L, self.E, self.K = L, E, K
+        self.route = route
+        self.cuda = dev.type == "cuda"  # graphs, pinned buffers, events
+        self.branchless = dec.fixed  # the body's shapes are fixed: it computes unconditionally
+        self.tokpos = torch.zeros(2, dtype=torch.int64, device=dev)  # token id, position
+        self.h = torch.zeros(L + 1, D, dtype=dec.dtype, device=dev)  # residual into layer l
+        self.hatt = torch.zeros(L, D, dtype=dec.dtype, device=dev)  # after attention
+        self.x = torch.zeros(L, D, dtype=dec.dtype, device=dev)  # the MoE block's input
+        self.w = torch.zeros(L, K, dtype=torch.float32, device=dev)  # routing weights
+        self.batch = torch.empty(K, mem.shape[1], dtype=torch.uint8, device=dev)
+        width = 3 * K + 2 * E
+        self.pack = torch.zeros(L, width, dtype=torch.float32, device=dev)
+        # on CUDA the body copies its pack here, in pinned memory; on the CPU it is the pack
+        self.pack_host = torch.zeros(L, width, dtype=torch.float32, pin_memory=True) \
+            if self.cuda else self.pack
+        self._pack_np = self.pack_host.numpy()
+        self.out = torch.zeros(mc.vocab_size, dtype=torch.float32, device=dev)
+        self.pos = 0
+        self.done = [torch.cuda.Event() for _ in range(L)] if self.cuda else []
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (layer, span)
+        self._head: torch.cuda.CUDAGraph | None = None
+        self._pool = torch.cuda.graph_pool_handle() if self.cuda else None
+        self._rows = torch.zeros(K, dtype=torch.int64, pin_memory=self.cuda)
+
+    def set_route(self, route: Route) -> None:
+        if route != self.route:
+            self.route = route
+            self.graphs.clear()  # captured with the old routing
+
+    # -- one token ---------------------------------------------------------------------
+    def start(self, token: int, pos: int) -> None:
+        """The token and its position, to the device: written by two fills queued on the
+        stream, so a caller that queues tokens back to back needs no host buffer."""
+        self.pos = pos
+        self.tokpos[0].fill_(token)
+        self.tokpos[1].fill_(pos)
+
+    def run(self, layer: int) -> None:
+        """Layer `layer`'s body, on the current stream; on CUDA its event follows it."""
+        span = self.dec.span(self.pos)
+        if not self.cuda:
+            self._body(layer, span)
+            return
+        graph = self.graphs.get((layer, span))
+        if graph is None:
+            graph = self.graphs[layer, span] = self._capture(
+                lambda: self._body(layer, span))
+        graph.replay()
+        self.done[layer].record()
+
+    def read(self, layer: int) -> Pack:
+        """Waits for the layer's body; its pack."""
+        if self.cuda:
+            self.done[layer].synchronize()
+        return Pack(self._pack_np[layer], self.K, self.E, layer + 1 == self.L, self.route)
+
+    def fix(self, layer: int, rows: list[int], ranks: list[int] | None = None) -> None:
+        """Computes the layer's experts again from arena rows `rows` (the host's, in rank
+        order; `ranks`: the routing's ranks they serve, when drop_cold left some out) and
+        writes the layer's output."""
+        x, w = self.x[layer], self.w[layer]
+        if ranks is not None:
+            w = w[ranks]
+        idx = self._rows[:len(rows)]
+        idx.numpy()[:] = rows  # its last copy ran before the layer's event the host awaited
+        outs = experts_out(x, self.gather(idx.to(x.device, non_blocking=True)))
+        self.h[layer + 1].copy_(self.hatt[layer] + self.dec.moe_output(layer, x, w, outs))
+
+    def logits(self) -> torch.Tensor:
+        """The token's logits [V] (float32), after the last layer."""
+        if not self.cuda:
+            self._logits()
+        else:
+            if self._head is None:
+                self._head = self._capture(self._logits)
+            self._head.replay()
+        return self.out.clone()
+
+    def whole_token(self) -> torch.cuda.CUDAGraph:
+        """Every layer and the logits captured as one CUDA graph at the current position:
+        what the same kernels cost with no launch between layers (the bench's floor)."""
+        span = self.dec.span(self.pos)
+
+        def token() -> None:
+            for layer in range(self.L):
+                self._body(layer, span)
+            self._logits()
+
+        return self._capture(token)
+
+    # -- the bodies ----------------------------------------------------------------------
+    def gather(self, idx: torch.Tensor):
+        batch = self.batch[:len(idx)]
+        torch.index_select(self.mem, 0, idx, out=batch)
+        return self.layout.weights(batch)
+
+    def _body(self, l: int, span: int) -> None:
+        """One layer; `span`: the attention span where shapes are fixed (the position is on
+        the device then)."""
+        dec, route, K = self.dec, self.route, self.K
+        h = dec.embed.index_select(0, self.tokpos[:1])[0] if l == 0 else self.h[l]
+        if self.branchless:
+            h = dec.attend_one(l, h, self.tokpos[1:], span)
+        else:
+            h = dec.attention(l, h, self.pos)
+        x = dec.moe_input(l, h)
+        logits = dec.router_logits(l, x)  # [E] float32
+        mask = self.mask[l] if route.residency else None
+        sel = router.select(logits, mask, K, route.protect, route.bonus, route.bonus_r1)
+        rows = self.table[l].index_select(0, sel)  # [K], -1 where not in mem
+        w = router.weights(logits, sel, dec.cfg.norm_topk_prob)
+        self.hatt[l].copy_(h)
+        self.x[l].copy_(x)
+        self.w[l].copy_(w)
+        pack, E = self.pack[l], self.E
+        pack[:2 * K].copy_(torch.cat([sel, rows]))
+        if route.probes:  # this layer's router and layer l+1's on x, in one product
+            probes = dec.routers[l:l + 2].view(-1, x.shape[-1]) @ x.float()  # [E or 2E]
+            pack[2 * K:2 * K + len(probes)].copy_(probes)
+        if route.scores:
+            pack[2 * K + 2 * E:].copy_(logits.index_select(0, sel))
+        if self.cuda:
+            self.pack_host[l].copy_(self.pack[l], non_blocking=True)
+        if self.branchless:  # a missing expert computes row 0; the host fixes the layer
+            outs = experts_out(x, self.gather(rows.clamp(min=0)))
+        elif bool((rows < 0).any()):
+            return
+        else:
+            outs = experts_out(x, self.gather(rows))
+        self.h[l + 1].copy_(h + dec.moe_output(l, x, w, outs))
+
+    def _logits(self) -> None:
+        self.out.copy_(self.dec.logits(self.h[self.L]))
+
+    def _capture(self, fn) -> torch.cuda.CUDAGraph:
+        """`fn` captured as a CUDA graph, after two eager runs on a side stream (they load
+        kernels and make library handles; their writes are the same the replay makes)."""
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
+            fn()
+        return graph
