@@ -161,6 +161,11 @@ KNOBS: tuple[Knob, ...] = (
          "prefill: victims come from outside the prompt-hot set first, then fall back; the "
          "set leaves 2*top_k+32 slots at the tail", "prefill", S000, search=(False, True)),
     # io
+    Knob("expert_store", "STRATA_EXPERT_STORE", str, "disk",
+         "where misses come from: disk = read from the checkpoint's files by the reader "
+         "threads (an SSD, or the page cache); ram = every expert held in page-locked host "
+         "memory from the start, so a miss is one copy over the link and no read", "io", "-",
+         choices=("disk", "ram"), restart=True),
     Knob("io_workers", "STRATA_IO_WORKERS", int, 8,
          "reader threads", "io", S000, 1, 64, unit="threads", restart=True,
          search=(4, 16)),

@@ -46,3 +46,21 @@ def test_the_device_table_names_only_landed_experts_in_their_rows(tiny_config):
                 assert table[key] == slot
     finally:
         s.engine.close()
+
+
+def test_the_ram_store_copies_misses_without_reading(tiny_config, run):
+    """expert_store = ram: every expert in host memory from the start; a miss is a copy
+    into its row, counted as the same bytes, with the same hits and misses as reads from
+    disk give, and the readers read nothing."""
+    disk = run(tiny_config)
+    s = Session(replace(tiny_config, expert_store="ram"))
+    try:
+        s.run(120)
+        ram = s.snapshot()
+        assert s.engine.pool.bytes_read == 0
+    finally:
+        s.engine.close()
+    keys = ("hits", "sync_misses", "evictions", "bytes_demand")
+    assert [tuple(r[k] for k in keys) for r in ram["layers"]] == \
+        [tuple(r[k] for k in keys) for r in disk["layers"]]
+    assert ram["totals"]["stall_ms"] == 0

@@ -136,7 +136,8 @@ def test_the_device_first_path_decides_as_the_host_driven_one(tiny_config, monke
             snaps.append(s.snapshot())
         finally:
             s.engine.close()
-    keys = ("routings", "lookups", "hits", "sync_misses", "pf_issued", "evictions", "dropped", "rerouted", "prev_slots", "stale_slots", "ctrl_slots")
+    keys = ("routings", "lookups", "hits", "sync_misses", "pf_issued", "evictions",
+            "dropped", "rerouted", "prev_slots", "stale_slots", "ctrl_slots")
     device, host = ([tuple(row[k] for k in keys) for row in snap["layers"]] for snap in snaps)
     assert device == host
     claimed = [[row["pf_timely"] + row["pf_late"] for row in snap["layers"]] for snap in snaps]

@@ -50,7 +50,7 @@ def test_every_site_computes_from_aligned_batches(small_model):
     is only 8-byte aligned): every site computes from a gathered batch whose matrices start
     on 64-byte boundaries, and the host copy holds the checkpoint's bytes."""
     from tuner.engine.checkpoint import Checkpoint
-    from tuner.engine.tiers import HostCopy
+    from tuner.engine.host_copy import HostCopy
 
     ckpt = Checkpoint(small_model)
     host = HostCopy(ckpt)

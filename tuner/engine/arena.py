@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import torch
 
 from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.experts import Experts
+from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import Weights
 from tuner.engine.slots import Key, SlotMap
 from tuner.engine.store import Read, ReadPool
@@ -142,11 +144,15 @@ class Arena:
         self.bypass = list(range(slots, slots + K))
         # padding bytes stay zero, so a row compares equal to the checkpoint's bytes
         self.mem = torch.zeros(slots + K, ckpt.row_bytes, dtype=torch.uint8, device=device)
-        self.batch = torch.empty(K, ckpt.row_bytes, dtype=torch.uint8, device=device)
+        self.experts = Experts(self.mem, ckpt.layout, K)
         self._batch_rows = torch.zeros(K, dtype=torch.int64, pin_memory=self.cuda)
         self.extents = {(l, e): ckpt.extents(l, e) for l in range(L) for e in range(E)}
         self.pool = ReadPool(cfg.io_workers, cfg.io_urgent, cfg.io_direct,
                              cfg.io_piece_kib * 1024, check=check, hurry=hurry)
+        # the RAM store: misses are copied from here, never read
+        self.host = HostCopy(ckpt, pin=self.cuda, check=check) \
+            if cfg.expert_store == "ram" else None
+        self.expert_bytes = ckpt.expert_bytes
         # the router's view of residency, and where the device finds each expert
         self.residency = Mirror(torch.zeros(L, E, dtype=torch.bool), device)
         self.mask_host = self.residency.host
@@ -155,7 +161,8 @@ class Arena:
         self.used = None  # CUDA event: the compute stream's last read of any row
         if self.cuda:
             self.rows = None
-            self.ring = StagingRing(RING_LAYERS * K, ckpt.row_bytes)
+            self.ring = StagingRing(RING_LAYERS * K, ckpt.row_bytes) if self.host is None \
+                else None
             self.copy_stream = torch.cuda.Stream(device)
         else:
             self.rows = [memoryview(self.mem[i].numpy()) for i in range(slots + K)]
@@ -193,7 +200,9 @@ class Arena:
 
     # -- bytes in ------------------------------------------------------------------------
     def fetch(self, key: Key, row: int, speculative: bool) -> Fetch:
-        """Issues the read of `key` for row `row`."""
+        """Issues the read of `key` for row `row` (from the RAM store: nothing to read)."""
+        if self.host is not None:
+            return Fetch(key, row, Read.landed(key, self.expert_bytes, speculative))
         if not self.cuda:
             read = self.pool.submit(key, self.extents[key], self.rows[row], speculative)
             return Fetch(key, row, read)
@@ -225,29 +234,36 @@ class Arena:
         self.publish([f for f in fetches if f.uploaded and (f.ready is None or f.ready.query())])
 
     def upload(self, fetches: list[Fetch]) -> None:
-        """One host-to-device copy per expert, from its staging entry straight into its row,
-        on the copy stream after the compute that last read the rows. Each fetch's `ready`
-        event says when its bytes are in place."""
+        """One host-to-device copy per expert, from its staging entry (or the RAM store)
+        straight into its row, on the copy stream after the compute that last read the
+        rows. Each fetch's `ready` event says when its bytes are in place. On the CPU a
+        read lands in its row; the RAM store's expert is copied there now."""
         if not fetches or not self.cuda:
             for f in fetches:
+                if self.host is not None:
+                    self.mem[f.row].copy_(self.host.row(f.key))
                 f.uploaded = True
             return
-        ring, stream = self.ring, self.copy_stream
+        stream = self.copy_stream
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.cuda.stream(stream):
             if self.used is not None:
                 stream.wait_event(self.used)
             start.record()
             for f in fetches:
-                self.mem[f.row].copy_(ring.host[f.entry], non_blocking=True)
+                self.mem[f.row].copy_(self._source(f), non_blocking=True)
             end.record()
         nbytes = sum(f.read.bytes_read for f in fetches)
         for f in fetches:
             f.uploaded, f.ready = True, end
-            ring.give(f.entry, end)
+            if f.entry >= 0:
+                self.ring.give(f.entry, end)
         layer = fetches[0].key[0]
         self.clock.later(layer, "h2d_ms", start, end)
         self.clock.later(layer, "bytes_h2d", None, None, nbytes)
+
+    def _source(self, fetch: Fetch) -> torch.Tensor:
+        return self.ring.host[fetch.entry] if fetch.entry >= 0 else self.host.row(fetch.key)
 
     def drop(self, fetch: Fetch) -> None:
         """A fetch that will never be uploaded (unused speculation): its entry is free once
@@ -256,19 +272,28 @@ class Arena:
             self.ring.give(fetch.entry)
 
     # -- bytes out -----------------------------------------------------------------------
+    def index(self, rows: list[int]) -> torch.Tensor:
+        """Row indices as an index tensor on the compute device."""
+        idx = self._batch_rows[:len(rows)]
+        # the last copy out of this pinned buffer ran before the host sync that led here
+        idx.numpy()[:] = rows
+        return idx.to(self.device, non_blocking=True)
+
+    def mix(self, x: torch.Tensor, w: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        """The experts in `rows` on x, weighted by w and summed in rank order (Experts)."""
+        y = self.experts.mix(x, w, self.index(rows))
+        self.mark_used()  # uploads into these rows from now on wait for this read of them
+        return y
+
     def gather(self, rows: list[int]) -> Weights:
         """The experts in `rows`, in that order, as one batch on the compute device."""
-        idx = self._batch_rows[:len(rows)]
-        # the last copy out of this pinned buffer ran before the router sync that led here
-        idx.numpy()[:] = rows
-        return self.gather_index(idx.to(self.device, non_blocking=True))
+        return self.gather_index(self.index(rows))
 
     def gather_index(self, idx: torch.Tensor) -> Weights:
         """`gather` with the rows already an index tensor on the compute device."""
-        batch = self.batch[:len(idx)]
-        torch.index_select(self.mem, 0, idx, out=batch)
-        self.mark_used()  # uploads into these rows from now on wait for this read of them
-        return self.layout.weights(batch)
+        weights = self.experts.gather(idx)
+        self.mark_used()
+        return weights
 
     def close(self) -> None:
         self.pool.close()

@@ -48,7 +48,8 @@ from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.clock import clock_for
 from tuner.engine.counters import Counters
 from tuner.engine.device_step import DeviceStep, Pack, Route
-from tuner.engine.model import Decoder, compute_dtype, experts_out
+from tuner.engine.host_copy import HostCopy
+from tuner.engine.model import Decoder, compute_dtype
 from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
 from tuner.engine.prefill import PROMPT_BATCH, prefill
@@ -56,7 +57,7 @@ from tuner.engine.quality import QualityProbe
 from tuner.engine.routing_source import open_routing
 from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT, RESIDENT, quotas_for
 from tuner.engine.speculate import Speculator
-from tuner.engine.tiers import HostCopy, Sites, Tier
+from tuner.engine.tiers import Sites, Tier
 from tuner.engine.verify import Verifier
 
 DEFAULT_ARENA_SHARE = 0.20
@@ -145,7 +146,8 @@ class Engine:
                             self.slots.n)
         if cfg.cpu_pool and self.sites is None:
             self.drain()  # no speculation in flight once misses stop streaming
-            self.sites = Sites(self.arena, HostCopy(self.ckpt, pin=self.cuda, check=self.check),
+            host = self.arena.host or HostCopy(self.ckpt, pin=self.cuda, check=self.check)
+            self.sites = Sites(self.arena, host,
                                self.tier, self.counters, self.clock, self.hurry)
         self.cfg = cfg
         self.pool.ssd.gbps = cfg.ssd_gbps
@@ -199,6 +201,9 @@ class Engine:
             out.append(f"moce_protect {cfg.moce_protect} acts as {self.mc.top_k} (top-k)")
         if self.routing is not None:
             out.extend(self.routing.notes(cfg))
+        if cfg.expert_store == "ram" and (cfg.ssd_gbps or cfg.io_direct or cfg.io_jitter_ms):
+            out.append("ssd_gbps, io_direct and io_jitter_ms act on reads; with expert_store "
+                       "= ram a miss is a copy from host memory, not a read")
         if cfg.drop_cold and cfg.cpu_pool:
             out.append("drop_cold is off with cpu_pool: it drops streamed misses only")
         if self.dropping:
@@ -267,9 +272,8 @@ class Engine:
     def _device_first(self, token: int, pos: int) -> torch.Tensor:
         """Each layer's device work first, the host's after it (see the module's doc)."""
         if self.device_step is None:
-            self.device_step = DeviceStep(self.dec, self.arena.mem, self.ckpt.layout,
-                                          self.arena.table.dev, self.arena.residency.dev,
-                                          self._route_spec())
+            self.device_step = DeviceStep(self.dec, self.arena.experts, self.arena.table.dev,
+                                          self.arena.residency.dev, self._route_spec())
         run, L, launched = self.device_step, self.mc.num_layers, self._launched
         launched[:] = [None] * L
         run.start(token, pos)
@@ -362,17 +366,19 @@ class Engine:
         routed = self._route(l, logits, x)
         sel = routed.sel
         served, ranks = self._account(l, routed, stale, logits)
-        if cfg.cpu_pool:
-            outs = self.sites.serve(l, x, sel, cfg, self.adapt_fetch)
-        else:
-            rows, timely, waited = self._serve(l, served, ranks, routed)
-            self._land(l, timely, waited)
-            outs = experts_out(x, self.arena.gather(rows)) if sel else None
         if sel:  # a trace may leave a layer without a routing for a token
             w = router.weights(logits, routed.selected, self.mc.norm_topk_prob)
             if ranks is not None:  # the dropped experts' shares are left out
                 w = w[ranks]
-            h = h + self.dec.moe_output(l, x, w, outs)
+        if cfg.cpu_pool:
+            outs = self.sites.serve(l, x, sel, cfg, self.adapt_fetch)
+            y = w.to(outs.dtype) @ outs if sel else None
+        else:
+            rows, timely, waited = self._serve(l, served, ranks, routed)
+            self._land(l, timely, waited)
+            y = self.arena.mix(x, w, rows) if sel else None
+        if sel:
+            h = h + self.dec.shared_output(l, x, y)
         self.spec.retire(l)
         self.slots.pinned.clear()
         self.spec.release_limbo(l)

@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from tuner.engine import router
-from tuner.engine.checkpoint import Layout
-from tuner.engine.model import Decoder, experts_out
+from tuner.engine.experts import Experts
+from tuner.engine.model import Decoder
 
 
 @dataclass(frozen=True)
@@ -63,15 +63,15 @@ class Pack:
 class DeviceStep:
     """Per-layer bodies over one decoder, one expert memory and its lookup table.
 
-    `table` [L, E] int64 gives each expert's row in `mem` or -1; `mask` [L, E] bool is the
-    residency the moce router reads. Both are read by the device when a body runs, so the
-    caller keeps them current before each `run`."""
+    `table` [L, E] int64 gives each expert's row in `experts.mem` or -1; `mask` [L, E] bool
+    is the residency the moce router reads. Both are read by the device when a body runs,
+    so the caller keeps them current before each `run`."""
 
-    def __init__(self, dec: Decoder, mem: torch.Tensor, layout: Layout, table: torch.Tensor,
+    def __init__(self, dec: Decoder, experts: Experts, table: torch.Tensor,
                  mask: torch.Tensor | None, route: Route):
         mc, dev = dec.cfg, dec.device
         L, E, K, D = mc.num_layers, mc.num_experts, mc.top_k, mc.hidden_size
-        self.dec, self.mem, self.layout, self.table, self.mask = dec, mem, layout, table, mask
+        self.dec, self.experts, self.table, self.mask = dec, experts, table, mask
         self.L, self.E, self.K = L, E, K
         self.route = route
         self.cuda = dev.type == "cuda"  # graphs, pinned buffers, events
@@ -81,7 +81,6 @@ class DeviceStep:
         self.hatt = torch.zeros(L, D, dtype=dec.dtype, device=dev)  # after attention
         self.x = torch.zeros(L, D, dtype=dec.dtype, device=dev)  # the MoE block's input
         self.w = torch.zeros(L, K, dtype=torch.float32, device=dev)  # routing weights
-        self.batch = torch.empty(K, mem.shape[1], dtype=torch.uint8, device=dev)
         width = 3 * K + 2 * E
         self.pack = torch.zeros(L, width, dtype=torch.float32, device=dev)
         # on CUDA the body copies its pack here, in pinned memory; on the CPU it is the pack
@@ -137,8 +136,8 @@ class DeviceStep:
             w = w[ranks]
         idx = self._rows[:len(rows)]
         idx.numpy()[:] = rows  # its last copy ran before the layer's event the host awaited
-        outs = experts_out(x, self.gather(idx.to(x.device, non_blocking=True)))
-        self.h[layer + 1].copy_(self.hatt[layer] + self.dec.moe_output(layer, x, w, outs))
+        y = self.experts.mix(x, w, idx.to(x.device, non_blocking=True))
+        self.h[layer + 1].copy_(self.hatt[layer] + self.dec.shared_output(layer, x, y))
 
     def logits(self) -> torch.Tensor:
         """The token's logits [V] (float32), after the last layer."""
@@ -163,11 +162,6 @@ class DeviceStep:
         return self._capture(token)
 
     # -- the bodies ----------------------------------------------------------------------
-    def gather(self, idx: torch.Tensor):
-        batch = self.batch[:len(idx)]
-        torch.index_select(self.mem, 0, idx, out=batch)
-        return self.layout.weights(batch)
-
     def _body(self, l: int, span: int) -> None:
         """One layer; `span`: the attention span where shapes are fixed (the position is on
         the device then)."""
@@ -196,12 +190,12 @@ class DeviceStep:
         if self.cuda:
             self.pack_host[l].copy_(self.pack[l], non_blocking=True)
         if self.branchless:  # a missing expert computes row 0; the host fixes the layer
-            outs = experts_out(x, self.gather(rows.clamp(min=0)))
+            y = self.experts.mix(x, w, rows.clamp(min=0))
         elif bool((rows < 0).any()):
             return
         else:
-            outs = experts_out(x, self.gather(rows))
-        self.h[l + 1].copy_(h + dec.moe_output(l, x, w, outs))
+            y = self.experts.mix(x, w, rows)
+        self.h[l + 1].copy_(h + dec.shared_output(l, x, y))
 
     def _logits(self) -> None:
         self.out.copy_(self.dec.logits(self.h[self.L]))

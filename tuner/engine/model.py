@@ -396,9 +396,11 @@ class Decoder:
         self.k_cache[layer].index_copy_(1, pos, k[:, None])  # [G, C, Dh] at pos
         self.v_cache[layer].index_copy_(1, pos, v[0, :, None])
         keys, vals = self.k_cache[layer, :, :span], self.v_cache[layer, :, :span]
-        seen = self.positions[:span] <= pos  # [span]
-        out = F.scaled_dot_product_attention(q.view(G, H // G, Dh), keys, vals,
-                                             attn_mask=seen)  # [G, H/G, Dh]
+        seen = (self.positions[:span] <= pos)[None]  # [1, span]
+        # each key/value head with its query heads as one batch of H/G queries: [1, G, H/G,
+        # Dh], the 4-D form the fused attention kernels take
+        out = F.scaled_dot_product_attention(q.view(1, G, H // G, Dh), keys[None], vals[None],
+                                             attn_mask=seen)
         return h + _linear(p["o"], out.reshape(H * Dh), None)
 
     def moe_input(self, layer: int, h: torch.Tensor) -> torch.Tensor:
@@ -407,16 +409,10 @@ class Decoder:
     def router_logits(self, layer: int, x: torch.Tensor) -> torch.Tensor:
         return _linear(self.routers[layer], x.float(), None)  # [T?, E], float32
 
-    def moe_output(self, layer: int, x: torch.Tensor, weights: torch.Tensor,
-                   outs: torch.Tensor) -> torch.Tensor:
-        """The MoE block's output: routed outputs [k, D] summed in rank order ([k] @ [k, D]),
-        so it never depends on which expert finished first, plus Qwen2-MoE's gated shared
-        expert."""
-        return self.shared_output(layer, x, weights.to(outs.dtype) @ outs)
-
     def shared_output(self, layer: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """The routed experts' sum y plus Qwen2-MoE's gated shared expert, for one token
-        x [D] or T tokens x [T, D]."""
+        """The MoE block's output: the routed experts' sum y (in rank order, so it never
+        depends on which expert finished first: experts.py) plus Qwen2-MoE's gated shared
+        expert, for one token x [D] or T tokens x [T, D]."""
         p = self.layers[layer]
         if p["shared_gate"] is None:
             return y

@@ -22,7 +22,8 @@ import torch
 
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.counters import Counters
-from tuner.engine.model import Decoder, experts_out
+from tuner.engine.experts import Experts
+from tuner.engine.model import Decoder
 from tuner.engine.reference import exact_step
 from tuner.engine.store import ReadPool
 
@@ -42,6 +43,9 @@ class QualityProbe:
         self.host = torch.zeros(K, ckpt.row_bytes, dtype=torch.uint8,
                                 pin_memory=dec.device.type == "cuda")
         self.rows = [memoryview(self.host[i].numpy()) for i in range(K)]
+        # the rows on the compute device, computed the way the served path computes
+        self.experts = Experts(torch.zeros_like(self.host, device=dec.device), ckpt.layout, K)
+        self.ranks = torch.arange(K, device=dec.device)
         self.pool = ReadPool(READERS, 0, cfg.io_direct, cfg.io_piece_kib * 1024)
         self.ms = 0.0
         self.bytes = 0
@@ -52,19 +56,21 @@ class QualityProbe:
         the served step of the same position."""
         t0 = time.perf_counter()
         self.bytes = 0
-        logits = exact_step(self.dec, token, pos, self._outs).cpu()
+        logits = exact_step(self.dec, token, pos, self._mix).cpu()
         self.ms = 1000 * (time.perf_counter() - t0)
         return logits
 
-    def _outs(self, layer: int, x: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
+    def _mix(self, layer: int, x: torch.Tensor, sel: torch.Tensor, w: torch.Tensor
+             ) -> torch.Tensor:
         keys = [(layer, e) for e in sel.tolist()]
         reads = [self.pool.submit(key, self.ckpt.extents(*key), self.rows[i], False)
                  for i, key in enumerate(keys)]
         for read in reads:
             self.pool.wait(read)  # a failed read raises ReadError, naming the expert
             self.bytes += read.bytes_read
-        batch = self.host[:len(keys)].to(self.dec.device)
-        return experts_out(x, self.ckpt.layout.weights(batch))
+        k = len(keys)
+        self.experts.mem[:k].copy_(self.host[:k])  # waits: the buffer is reused next layer
+        return self.experts.mix(x, w, self.ranks[:k])
 
     def score(self, exact: torch.Tensor, served: torch.Tensor) -> None:
         """Counts one compared token on the last layer's row."""

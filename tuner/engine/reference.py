@@ -18,8 +18,9 @@ import torch
 from tuner.engine import router
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.device_step import DeviceStep, Route
-from tuner.engine.model import Decoder, compute_dtype, experts_out
-from tuner.engine.tiers import HostCopy
+from tuner.engine.experts import Experts
+from tuner.engine.host_copy import HostCopy
+from tuner.engine.model import Decoder, compute_dtype
 
 
 class Resident:
@@ -28,17 +29,15 @@ class Resident:
 
     def __init__(self, ckpt: Checkpoint, context: int, device: torch.device,
                  experts: bool = True):
-        self.mc, self.layout = ckpt.config, ckpt.layout
+        self.mc = ckpt.config
         self.dec = Decoder(self.mc, ckpt.dense(), context, device,
                            compute_dtype(ckpt.dtype, device))
         # [L*E, row bytes]: on a GPU the whole model, uploaded once
-        self.mem = HostCopy(ckpt).mem.to(device) if experts else None
-        self.batch = torch.empty(self.mc.top_k, ckpt.row_bytes, dtype=torch.uint8,
-                                 device=device)
-        self.no_experts = torch.zeros(self.mc.top_k, self.mc.hidden_size, device=device,
-                                      dtype=self.dec.dtype)
+        self.experts = Experts(HostCopy(ckpt).mem.to(device), ckpt.layout, self.mc.top_k) \
+            if experts else None
+        self.no_experts = torch.zeros(self.mc.hidden_size, device=device, dtype=self.dec.dtype)
         L, E = self.mc.num_layers, self.mc.num_experts
-        self.run = DeviceStep(self.dec, self.mem, self.layout,
+        self.run = DeviceStep(self.dec, self.experts,
                               torch.arange(L * E, device=device).view(L, E), None, Route()) \
             if experts and self.dec.fixed else None
 
@@ -46,25 +45,26 @@ class Resident:
     def step(self, token: int, pos: int) -> torch.Tensor:
         """Logits [V] (float32)."""
         if self.run is None:
-            return exact_step(self.dec, token, pos, self._outs)
+            return exact_step(self.dec, token, pos, self._mix)
         self.run.start(token, pos)
         for layer in range(self.mc.num_layers):
             self.run.run(layer)
         return self.run.logits()
 
-    def _outs(self, layer: int, x: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
-        if self.mem is None:
+    def _mix(self, layer: int, x: torch.Tensor, sel: torch.Tensor, w: torch.Tensor
+             ) -> torch.Tensor:
+        if self.experts is None:
             return self.no_experts
-        torch.index_select(self.mem, 0, sel + layer * self.mc.num_experts, out=self.batch)
-        return experts_out(x, self.layout.weights(self.batch))
+        return self.experts.mix(x, w, sel + layer * self.mc.num_experts)
 
 
-Outs = Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
+# (layer, x, the selected ids [k], their weights [k]) -> the routed experts' sum [D]
+Mix = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def exact_step(dec: Decoder, token: int, pos: int, outs: Outs) -> torch.Tensor:
-    """One token through every layer with exact top-k routing; `outs(layer, x, sel)` gives
-    the selected experts' outputs [k, D] in rank order. Logits [V] (float32). It writes this
+def exact_step(dec: Decoder, token: int, pos: int, mix: Mix) -> torch.Tensor:
+    """One token through every layer with exact top-k routing; `mix` computes the selected
+    experts and sums them in rank order (Experts.mix). Logits [V] (float32). It writes this
     position's keys and values into the decoder's KV cache, as any step does."""
     mc = dec.cfg
     h = dec.embed_token(token)
@@ -74,5 +74,5 @@ def exact_step(dec: Decoder, token: int, pos: int, outs: Outs) -> torch.Tensor:
         logits = dec.router_logits(layer, x)
         sel = router.select(logits, None, mc.top_k, 0, 0.0, 0.0)
         w = router.weights(logits, sel, mc.norm_topk_prob)
-        h = h + dec.moe_output(layer, x, w, outs(layer, x, sel))
+        h = h + dec.shared_output(layer, x, mix(layer, x, sel, w))
     return dec.logits(h)

@@ -84,6 +84,15 @@ class Read:
     bytes_read: int = 0
     error: str | None = None
 
+    @classmethod
+    def landed(cls, key: tuple[int, int], nbytes: int, speculative: bool) -> Read:
+        """An expert already in memory (the RAM store): complete, nothing to wait for, its
+        bytes counted as read."""
+        read = cls(key, memoryview(b""), speculative, bytes_read=nbytes)
+        read.pieces.append(Piece(None, "", 0, nbytes, 0, DONE))
+        read.done.set()
+        return read
+
     def counts(self) -> tuple[int, int, int]:
         """(pieces done, pieces cancelled, pieces still queued or running)."""
         d = sum(p.state == DONE for p in self.pieces)

@@ -15,63 +15,25 @@ points, so timing never leaks into it:
   `adapt_fetch_min` and `adapt_fetch_margin` more than that resident. Mode 2 leaves the
   tier's swaps out of layers where an admission ran since the tier's last round.
 
-The host copy holds every expert in host RAM, as an engine whose model fits in RAM does.
+The host copy (host_copy.py) holds every expert in host RAM, as an engine whose model fits
+in RAM does.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext as _no_stream
 
 import numpy as np
 import torch
 
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.model import Weights, compute_dtype, experts_out
+from tuner.engine.host_copy import HostCopy
+from tuner.engine.model import experts_out
 from tuner.engine.slots import MISS, RESIDENT, SlotMap
-from tuner.engine.store import Read, ReadPool, Timeline
+from tuner.engine.store import Timeline
 from tuner.knobs import even_budgets
-
-READERS = 4  # threads filling the host copy
-
-
-class HostCopy:
-    """Every expert's row in host RAM, read once into one allocation laid out like the
-    arena. The same layout and alignment as an arena row matter: the CPU's matrix kernels
-    take other code paths on unaligned data (a memory-mapped shard is only 8-byte aligned)
-    and round differently, which would make the output depend on the site that computed an
-    expert. On CUDA the copy is page-locked, so the link uploads straight from it."""
-
-    def __init__(self, ckpt: Checkpoint, pin: bool = False,
-                 check: Callable[[Read], str | None] | None = None):
-        mc = ckpt.config
-        self.experts, self.layout = mc.num_experts, ckpt.layout
-        self.dtype = compute_dtype(ckpt.dtype, torch.device("cpu"))  # what the CPU computes in
-        keys = [(l, e) for l in range(mc.num_layers) for e in range(mc.num_experts)]
-        self.mem = torch.zeros(len(keys), ckpt.row_bytes, dtype=torch.uint8, pin_memory=pin)
-        self.batch = torch.empty(mc.top_k, ckpt.row_bytes, dtype=torch.uint8)
-        # the engine's reader and check, all queued at once
-        pool = ReadPool(READERS, 0, False, 1 << 20, check=check)
-        try:
-            reads = [pool.submit(key, ckpt.extents(*key), memoryview(self.row(key).numpy()),
-                                 False) for key in keys]
-            for read in reads:
-                pool.wait(read)
-        finally:
-            pool.close()
-
-    def row(self, key: tuple[int, int]) -> torch.Tensor:
-        return self.mem[key[0] * self.experts + key[1]]
-
-    def gather(self, keys: list[tuple[int, int]]) -> Weights:
-        """The experts `keys` as one batch in host memory."""
-        idx = torch.tensor([l * self.experts + e for l, e in keys], dtype=torch.int64)
-        batch = self.batch[:len(keys)]
-        torch.index_select(self.mem, 0, idx, out=batch)
-        return self.layout.weights(batch)
 
 
 class Sites:
@@ -93,7 +55,7 @@ class Sites:
         self._link = ThreadPoolExecutor(1, thread_name_prefix="tuner-link")
         self._cpu = ThreadPoolExecutor(1, thread_name_prefix="tuner-cpu")
         self.stream = torch.cuda.Stream(self.mem.device) if self.cuda else None
-        self.link_batch = torch.empty_like(arena.batch)
+        self.link_batch = torch.empty_like(arena.experts.batch)
 
     def serve(self, layer: int, x: torch.Tensor, sel: list[int], cfg, adapt_fetch: bool
               ) -> torch.Tensor:

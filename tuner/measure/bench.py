@@ -16,11 +16,11 @@ import torch
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.counters import IDX
 from tuner.engine.decode import Engine, arena_slots
+from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import compute_dtype, experts_out
 from tuner.engine.reference import Resident
 from tuner.engine.session import Session, model_folder, pick_device
 from tuner.engine.store import ReadPool
-from tuner.engine.tiers import HostCopy
 from tuner.knobs import Config
 
 
@@ -211,14 +211,36 @@ def link_bandwidth(cfg: Config, tokens: int) -> dict:
         t = session.snapshot()["totals"]
         one = pinned_copy_gbps(device, session.ckpt.expert_bytes, reps=20)
         fresh = pinned_copy_gbps(device, session.ckpt.expert_bytes, reps=20, fresh=True)
+        reading = _copy_while_reading_gbps(device, session.ckpt, cfg)
     finally:
         session.engine.close()
     return {"pinned_copy_gbps": limit, "engine_h2d_gbps": t["h2d_gbps"],
             "ratio": _ratio(t["h2d_gbps"], limit), "one_expert_copy_gbps": one,
-            "one_fresh_expert_copy_gbps": fresh,
+            "one_fresh_expert_copy_gbps": fresh, "one_expert_copy_while_reading_gbps": reading,
+            "expert_store": cfg.expert_store,
             "bytes_h2d": t["bytes_h2d"],
             "ms_per_token": t["ms_per_token"], "prefetch": cfg.prefetch,
             "device": torch.cuda.get_device_name(device)}
+
+
+def _copy_while_reading_gbps(device: torch.device, ckpt: Checkpoint, cfg: Config) -> float:
+    """Plain copies of one expert while the store's readers read experts into host memory
+    (as the engine's uploads run beside its reads): what the host's memory traffic leaves
+    of the link."""
+    mc = ckpt.config
+    keys = [divmod(i, mc.num_experts) for i in range(min(64, mc.num_layers * mc.num_experts))]
+    buf = torch.zeros(len(keys), ckpt.row_bytes, dtype=torch.uint8)
+    pool = ReadPool(cfg.io_workers, 0, cfg.io_direct, cfg.io_piece_kib * 1024)
+    try:
+        reads = [pool.submit(k, ckpt.extents(*k), memoryview(buf[i].numpy()), False)
+                 for i, k in enumerate(keys)]
+        gbps = pinned_copy_gbps(device, ckpt.expert_bytes, reps=20)
+        busy = not all(r.done.is_set() for r in reads)  # the copies ran beside the reads
+        for r in reads:
+            pool.wait(r)
+    finally:
+        pool.close()
+    return gbps if busy else None
 
 
 def sites_sweep(cfg: Config, fracs: list[float], tokens: int, scale: float) -> dict:
@@ -379,19 +401,20 @@ def limit(cfg: Config, tokens: int) -> dict:
 
 
 def _expert_compute_ms(engine: Engine, tokens: int) -> float:
-    """ms a token spends computing routed experts: per layer, top-k arena rows gathered and
-    computed as one batch, over `tokens` tokens' worth of layers."""
+    """ms a token spends computing routed experts: per layer, top-k arena rows computed and
+    summed as the engine does (Experts.mix), over `tokens` tokens' worth of layers."""
     mc, arena = engine.mc, engine.arena
     g = torch.Generator().manual_seed(0)
     x = torch.randn(mc.hidden_size, generator=g).to(engine.device, engine.dtype)
     k = min(mc.top_k, arena.n)
     rows = [torch.randperm(arena.n, generator=g)[:k].to(engine.device)
             for _ in range(mc.num_layers)]
+    w = torch.full((k,), 1 / k, device=engine.device)
 
     @torch.inference_mode()
     def token(_tok, _pos):
         for idx in rows:
-            out = experts_out(x, arena.gather_index(idx))
+            out = arena.experts.mix(x, w, idx)
         return out
 
     _time_steps(token, [0] * 2)

@@ -1,0 +1,60 @@
+"""The fused expert kernels (fused.py) against the batched products they replace on CUDA:
+the same function of the rows they name, bit-stable and independent of the batch around an
+expert. Runs on CUDA, or on the CPU through Triton's interpreter in a subprocess (the
+interpreter must be chosen before Triton is imported); Triton comes with CUDA builds of
+torch, so a CPU-only install skips these."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+pytest.importorskip("triton", reason="the fused kernels need Triton (CUDA builds of torch)")
+
+CHECK = textwrap.dedent('''
+    import sys, torch
+    from tuner.engine import fused
+    from tuner.engine.checkpoint import Checkpoint
+    from tuner.engine.model import experts_out
+    device = sys.argv[2]
+    layout = Checkpoint(sys.argv[1]).layout
+    g = torch.Generator().manual_seed(0)
+    R, k = 12, layout.by_name["gate"].shape and 4
+    mem = torch.zeros(R, layout.row_bytes, dtype=torch.uint8)
+    for p in layout.parts:  # random weights, the padding left zero as in an arena
+        vals = (torch.randn(R, *p.shape, generator=g) * 0.2).to(p.dtype)
+        mem[:, p.offset:p.offset + p.nbytes] = vals.view(R, -1).view(torch.uint8)
+    mem = mem.to(device)
+    D = layout.by_name["down"].shape[0]
+    x = torch.randn(D, generator=g).to(device, layout.by_name["gate"].dtype)
+    w = torch.softmax(torch.randn(k, generator=g), 0).to(device)
+    rows = torch.tensor([7, 2, 11, 2], device=device)
+    y = fused.mix(mem, rows, layout, x, w)
+    ref = (w.double() @ experts_out(x.double(), layout.weights(mem[rows]).__class__(
+        *(t.double() for t in layout.weights(mem[rows]).matrices(x.dtype))))).to(y.dtype)
+    err = ((y.double() - ref.double()).norm() / ref.double().norm()).item()
+    assert err < float(sys.argv[3]), err
+    assert torch.equal(fused.mix(mem, rows, layout, x, w), y)  # the same bits again
+    # an expert's share does not depend on the others in the batch
+    alone = fused.mix(mem, rows[2:3], layout, x, torch.ones(1, device=device))
+    pair = fused.mix(mem, rows[1:3], layout, x, torch.tensor([0.0, 1.0], device=device))
+    assert torch.equal(alone, pair), (alone - pair).abs().max()
+    print("ok", err)
+''')
+
+
+@pytest.mark.parametrize("model, tolerance", [("tiny_model", 1e-5), ("small_model", 1e-5)])
+def test_the_fused_kernels_compute_what_the_batched_products_do(model, tolerance, request):
+    folder = request.getfixturevalue(model)
+    cuda = torch.cuda.is_available()
+    env = dict(os.environ) if cuda else dict(os.environ, TRITON_INTERPRET="1")
+    done = subprocess.run([sys.executable, "-c", CHECK, str(folder), "cuda" if cuda else "cpu",
+                           str(tolerance)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("ok")

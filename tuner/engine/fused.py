@@ -1,0 +1,110 @@
+"""A layer's routed experts computed straight from their rows, on CUDA: two Triton kernels.
+
+Gathering k experts into a batch before two batched products copies every byte the
+products then read (at OLMoE's shape 200 MB of memory traffic a layer for 100 MB of
+weights). Here each kernel finds an expert by its row index and reads its weights once:
+
+* `_gate_up`: for expert j (rank order) and a block of its I neurons, gate and up against x
+  in float32, then silu(gate) * up, into a [k, I] float32 buffer;
+* `_down`: for a block of the D outputs, the down products of the k experts in rank order,
+  each weighted by its routing weight and summed in float32, so the result never depends
+  on which expert arrived first; written in x's dtype.
+
+Every path that computes routed experts on CUDA (a layer's body, its fix after misses, the
+fully resident model, the quality probe's exact pass) goes through `Experts.mix`, so they
+agree bit for bit; the CPU keeps the batched products (model.experts_out). Quantized
+experts take the batched path on CUDA too (their dequantisation is per group).
+
+Shapes: D hidden, I expert width, k experts, R rows of `mem`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:  # the GPU image has Triton; a CPU-only install need not
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - depends on the install
+    triton = None
+
+BLOCK_N = 16  # output neurons a program computes
+BLOCK_K = 256  # input elements a program reads per step of its loop
+
+
+def usable(mem: torch.Tensor, layout) -> bool:
+    """Whether `mix` serves experts of this layout held in `mem`."""
+    return (triton is not None and layout.quant is None
+            and (mem.is_cuda or _interpreted()))
+
+
+def _interpreted() -> bool:
+    import os
+
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def mix(mem: torch.Tensor, rows: torch.Tensor, layout, x: torch.Tensor, w: torch.Tensor
+        ) -> torch.Tensor:
+    """sum_j w[j] * down_j(silu(gate_j x) * up_j x) over the experts in `rows` (int64 [k],
+    indices into mem [R, row bytes]); x [D], w [k] -> [D] in x's dtype."""
+    parts = layout.by_name
+    gate, up, down = parts["gate"], parts["up"], parts["down"]
+    dtype = gate.dtype
+    size = torch.empty((), dtype=dtype).element_size()
+    weights = mem.view(dtype)  # [R, row bytes / size]
+    I, D = gate.shape
+    k = rows.shape[0]
+    assert up.offset == gate.offset + gate.nbytes, "gate and up lie back to back in a row"
+    a = torch.empty(k, I, dtype=torch.float32, device=x.device)
+    y = torch.empty(D, dtype=x.dtype, device=x.device)
+    _gate_up[(k, triton.cdiv(I, BLOCK_N))](
+        weights, rows, x, a, weights.shape[1], gate.offset // size, I, D,
+        BN=BLOCK_N, BK=BLOCK_K)
+    _down[(triton.cdiv(D, BLOCK_N),)](
+        weights, rows, a, w, y, k, weights.shape[1], down.offset // size, I, D,
+        BN=BLOCK_N, BK=BLOCK_K)
+    return y
+
+
+if triton is not None:
+
+    @triton.jit
+    def _gate_up(mem, rows, x, a, row_elems, gate_off, I, D,
+                 BN: tl.constexpr, BK: tl.constexpr):
+        j = tl.program_id(0)
+        n = tl.program_id(1) * BN + tl.arange(0, BN)  # [BN] neurons
+        live = n < I
+        base = mem + tl.load(rows + j) * row_elems + gate_off  # gate [I, D], then up
+        acc_g = tl.zeros([BN], dtype=tl.float32)
+        acc_u = tl.zeros([BN], dtype=tl.float32)
+        for k0 in range(0, D, BK):
+            d = k0 + tl.arange(0, BK)  # [BK]
+            inside = d < D
+            xv = tl.load(x + d, mask=inside, other=0.0).to(tl.float32)
+            where = live[:, None] & inside[None, :]
+            wg = tl.load(base + n[:, None] * D + d[None, :], mask=where, other=0.0)
+            wu = tl.load(base + (I + n)[:, None] * D + d[None, :], mask=where, other=0.0)
+            acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
+            acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
+        act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u  # silu(gate) * up
+        tl.store(a + j * I + n, act, mask=live)
+
+    @triton.jit
+    def _down(mem, rows, a, w, y, k, row_elems, down_off, I, D,
+              BN: tl.constexpr, BK: tl.constexpr):
+        n = tl.program_id(0) * BN + tl.arange(0, BN)  # [BN] outputs
+        live = n < D
+        acc = tl.zeros([BN], dtype=tl.float32)
+        for j in range(0, k):  # rank order: the sum never depends on arrival
+            base = mem + tl.load(rows + j) * row_elems + down_off  # down [D, I]
+            part = tl.zeros([BN], dtype=tl.float32)
+            for k0 in range(0, I, BK):
+                i = k0 + tl.arange(0, BK)
+                inside = i < I
+                av = tl.load(a + j * I + i, mask=inside, other=0.0)
+                wd = tl.load(base + n[:, None] * I + i[None, :],
+                             mask=live[:, None] & inside[None, :], other=0.0)
+                part += tl.sum(wd.to(tl.float32) * av[None, :], axis=1)
+            acc += tl.load(w + j) * part
+        tl.store(y + n, acc.to(y.dtype.element_ty), mask=live)
