@@ -120,7 +120,7 @@ def _print(out: dict) -> None:
               f"{r['floor_ms_per_token']} ms/token = {r['ratio']} ({r['active_bytes_per_token']}"
               f" active bytes over {r['hbm_gbps']} GB/s {r['hbm_ms']} + "
               f"{r['miss_bytes_per_token']} miss bytes over "
-              f"{min(filter(None, (r['store_gbps'], r['link_gbps'])))} GB/s "
+              f"{r['transfer_gbps']} GB/s "
               f"{r['transfer_ms']}; hit rate {r['hit_rate']} %); against the same products "
               f"at full speed ({r['compute_ms']} ms) {r['compute_ratio']}; against the "
               f"engine's own dense part and expert compute {r['current_ratio']}")

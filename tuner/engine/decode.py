@@ -307,8 +307,7 @@ class Engine:
         """The host's part of layer l after its device work: counts, claims, speculation,
         and, where the device did not find the experts the claims name, the misses landed
         and the layer computed again (True)."""
-        ctrl = None if pack.ctrl is None else _top(pack.ctrl, self.mc.top_k)
-        routed = Routed(pack.sel, None, ctrl, pack.stale_next, pack.scores)
+        routed = Routed(pack.sel, None, None, pack.stale_next, pack.scores)
         served, ranks = self._account(l, routed, stale)
         rows, timely, waited = self._serve(l, served, ranks, routed)
         fixed = bool(waited) or ranks is not None or rows != pack.rows
@@ -317,6 +316,9 @@ class Engine:
             self.device_step.fix(l, rows, ranks)
             self.arena.mark_used()
             self.clock.close(l, "layer_ms")
+        # the probe's scores last: on a miss they run while the fix does
+        ctrl = None if pack.ctrl is None else _top(pack.ctrl, self.mc.top_k)
+        self._probe(l, pack.sel, served, ctrl, stale)
         self.spec.retire(l)
         self.slots.pinned.clear()
         self.spec.release_limbo(l)
@@ -366,6 +368,7 @@ class Engine:
         routed = self._route(l, logits, x)
         sel = routed.sel
         served, ranks = self._account(l, routed, stale, logits)
+        self._probe(l, sel, served, routed.ctrl, stale)
         if sel:  # a trace may leave a layer without a routing for a token
             w = router.weights(logits, routed.selected, self.mc.norm_topk_prob)
             if ranks is not None:  # the dropped experts' shares are left out
@@ -386,8 +389,9 @@ class Engine:
 
     def _account(self, l: int, routed: Routed, stale: np.ndarray | None,
                  logits: torch.Tensor | None = None) -> tuple[list[int], list[int] | None]:
-        """Counts the routing, logs it, applies drop_cold and scores the predictors: (the
-        experts computed, in rank order; the ranks they are, or None when all are)."""
+        """Counts the routing, logs it and applies drop_cold: (the experts computed, in
+        rank order; the ranks they are, or None when all are). The probe (`_probe`) scores
+        them apart."""
         cfg, sel = self.cfg, routed.sel
         self.counters.per_expert.sel[l, :len(sel)] = sel
         self.counters.add(l, "routings", len(sel))
@@ -399,7 +403,6 @@ class Engine:
         if ranks is not None and len(ranks) == len(sel):
             ranks = None
         served = sel if ranks is None else [sel[r] for r in ranks]
-        self._probe(l, sel, served, routed.ctrl, stale)
         return served, ranks
 
     def _serve(self, l: int, served: list[int], ranks: list[int] | None, routed: Routed

@@ -94,6 +94,8 @@ class DeviceStep:
         self._head: torch.cuda.CUDAGraph | None = None
         self._pool = torch.cuda.graph_pool_handle() if self.cuda else None
         self._rows = torch.zeros(K, dtype=torch.int64, pin_memory=self.cuda)
+        self.fix_rows = torch.zeros(L, K, dtype=torch.int64, device=dev)  # a fix's rows
+        self._fixes: dict[int, torch.cuda.CUDAGraph] = {}  # by layer
 
     def set_route(self, route: Route) -> None:
         if route != self.route:
@@ -130,13 +132,23 @@ class DeviceStep:
     def fix(self, layer: int, rows: list[int], ranks: list[int] | None = None) -> None:
         """Computes the layer's experts again from arena rows `rows` (the host's, in rank
         order; `ranks`: the routing's ranks they serve, when drop_cold left some out) and
-        writes the layer's output."""
-        x, w = self.x[layer], self.w[layer]
-        if ranks is not None:
-            w = w[ranks]
+        writes the layer's output. On CUDA a whole routing's fix is a graph of its own."""
         idx = self._rows[:len(rows)]
         idx.numpy()[:] = rows  # its last copy ran before the layer's event the host awaited
-        y = self.experts.mix(x, w, idx.to(x.device, non_blocking=True))
+        if ranks is not None or not self.cuda:
+            w = self.w[layer] if ranks is None else self.w[layer][ranks]
+            self._fix(layer, idx.to(self.fix_rows.device, non_blocking=True), w)
+            return
+        self.fix_rows[layer].copy_(idx, non_blocking=True)
+        graph = self._fixes.get(layer)
+        if graph is None:
+            graph = self._fixes[layer] = self._capture(
+                lambda: self._fix(layer, self.fix_rows[layer], self.w[layer]))
+        graph.replay()
+
+    def _fix(self, layer: int, rows: torch.Tensor, w: torch.Tensor) -> None:
+        x = self.x[layer]
+        y = self.experts.mix(x, w, rows)
         self.h[layer + 1].copy_(self.hatt[layer] + self.dec.shared_output(layer, x, y))
 
     def logits(self) -> torch.Tensor:

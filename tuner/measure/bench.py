@@ -346,10 +346,11 @@ def limit(cfg: Config, tokens: int) -> dict:
     Physical floor: the bytes a token must read where it computes (dense weights, the KV
     cache, k experts a layer) over the device's own copy bandwidth, plus the bytes of the
     routed experts that were not resident (misses, however fetched) over the slower of the
-    store's raw read and, on a GPU, a plain pinned host-to-device copy: a layer cannot
-    compute before its misses arrive. Beside it, the compute of the same products at full
-    speed (the fully resident token as one CUDA graph), and the floor before this one: the
-    engine's own dense part and expert compute plus the same transfer."""
+    store's raw read and, on a GPU, a plain pinned host-to-device copy (with expert_store =
+    ram, the copy alone): a layer cannot compute before its misses arrive. Beside it, the
+    compute of the same products at full speed (the fully resident token as one CUDA graph),
+    and the floor before this one: the engine's own dense part and expert compute plus the
+    same transfer."""
     if cfg.cpu_pool:
         return {"skipped": "cpu_pool serves misses at the link and CPU sites; the sites "
                            "section measures those"}
@@ -377,7 +378,8 @@ def limit(cfg: Config, tokens: int) -> dict:
     hbm = device_copy_gbps(device)
     store = store_read(ckpt, cfg.io_workers, cfg.io_direct, cfg.io_piece_kib)["gbps"]
     link = pinned_copy_gbps(device) if device.type == "cuda" else None
-    pipe = min(store, link) if link else store
+    # misses cross the store and the link; from the RAM store only the link
+    pipe = link if link and cfg.expert_store == "ram" else min(store, link) if link else store
     transfer_ms = 1000 * miss_bytes / (pipe * 1e9)
     hbm_ms = 1000 * active / (hbm * 1e9)
     floor = hbm_ms + transfer_ms
@@ -395,6 +397,7 @@ def limit(cfg: Config, tokens: int) -> dict:
             "link_only_transfer_ms": round(1000 * miss_bytes / (link * 1e9), 3) if link else None,
             "miss_bytes_per_token": round(miss_bytes),
             "misses_per_token": round(fetched / tokens, 3), "store_gbps": store,
+            "transfer_gbps": pipe,
             "link_gbps": link, "hit_rate": t["hit_rate"],
             "bytes_read_per_token": t["bytes_per_token"], "arena_slots": slots,
             "tokens": tokens}
