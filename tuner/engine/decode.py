@@ -508,10 +508,11 @@ class Engine:
         self.slots.evicted.clear()
         bypass = iter(arena.bypass)
         rows, timely, waited, missed = [], [], [], []
+        hits = 0  # counted once: every hit of every layer of every token passes here
         for rank, (claim, e) in enumerate(zip(plan, sel)):
             row = claim.slot
             if claim.kind == HIT:
-                add(layer, "hits")
+                hits += 1
             elif claim.kind == CLAIMED_SPEC:
                 fetch = self.spec.claim(layer, row)
                 read = fetch.read
@@ -532,6 +533,7 @@ class Engine:
                 missed.append(rank)
                 waited.append(arena.fetch((layer, e), row, speculative=False))
             rows.append(row)
+        add(layer, "hits", hits)
         return rows, timely, waited, missed
 
     def _land(self, layer: int, timely: list[Fetch], waited: list[Fetch]) -> None:
