@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
-    from tuner.engine.model import ModelError
+    from tuner.engine.model_config import ModelError
     from tuner.presets import PresetError
 
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tuner.cli import add_knob_flags, engine_settings, print_json
-from tuner.engine.model import ModelError
+from tuner.engine.model_config import ModelError
 from tuner.measure import bench
 from tuner.settings import to_config
 
