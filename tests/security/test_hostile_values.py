@@ -99,7 +99,7 @@ def test_unencodable_json_is_a_400_and_an_error_frame_not_a_dropped_socket(live)
                         headers={"content-type": "application/json"}, timeout=30)
         assert r.status_code == 400 and "lone surrogate" in r.json()["detail"]
     paired = '{"type": "settings", "id": "\\ud83d\\ude00", "changes": {}}'  # one character
-    huge = '{"type": "settings", "id": %d, "changes": {}}' % 2**64  # past what JSON writers do
+    huge = '{"type": "settings", "id": ' + str(2**64) + ', "changes": {}}'  # past 64 bits
     lone, big, fine = asyncio.run(answers(live.ws_url, [LONE, huge, paired]))
     assert lone["type"] == "error" and lone["id"] is None
     assert "lone surrogate" in lone["problems"]["request"]

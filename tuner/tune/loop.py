@@ -20,7 +20,7 @@ import optuna
 from tuner.settings import Settings, SettingsError, apply
 from tuner.tune.guards import Guard, rejection
 from tuner.tune.space import Space
-from tuner.tune.study import row
+from tuner.tune.study import driver, row
 from tuner.tune.worker import OBJECTIVES, Stopped, TrialWorker
 
 FAIL = optuna.trial.TrialState.FAIL
@@ -120,6 +120,7 @@ def run_trials(study: optuna.Study, space: Space, base: Settings, pool: Pool, tr
         while True:
             while idle and asked < trials and not stop.is_set():
                 trial, asked = study.ask(), asked + 1
+                trial.set_user_attr("driver", driver())
                 with warnings.catch_warnings():  # trial 0 runs the baseline's own values,
                     warnings.filterwarnings(  # which may lie outside a range on purpose
                         "ignore", message="Fixed parameter .* is out of range")
