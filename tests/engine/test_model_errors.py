@@ -64,7 +64,7 @@ def spoil(name: str, good: Path, root: Path) -> Path:
         (folder / "config.json").write_text(json.dumps(config))
     elif name == "nested-json":
         (folder / "config.json").write_text("[" * 100_000)
-    else:
+    elif name in CHANGED:
         shutil.rmtree(folder)
         shutil.copytree(good, folder)
         (folder / "config.json").write_text(json.dumps({**config, **CHANGED[name]}))

@@ -10,6 +10,7 @@ import json
 import shutil
 import zipfile
 
+import httpx
 import numpy as np
 import pytest
 from numpy.lib import format as npy
@@ -117,3 +118,13 @@ def test_a_trace_header_that_lies_is_one_line(tmp_path, capsys, case, arrays, cl
 def test_a_truthful_handmade_trace_loads(tmp_path):
     trace = trace_format.load(npz(tmp_path / "fine.npz", trace_arrays()))
     assert isinstance(trace, Trace) and trace.tokens == 4 and trace.num_experts == 4
+
+
+def test_a_trace_without_tokens_is_refused_as_routing_and_the_engine_runs_on(live, tmp_path):
+    empty = npz(tmp_path / "empty.npz", trace_arrays(tokens=0))
+    r = httpx.patch(f"{live.url}/api/settings", json={"routing": str(empty)}, timeout=60)
+    assert r.status_code == 422
+    message = r.json()["detail"]["problems"]["routing"]
+    assert message.startswith("routing (STRATA_ROUTING) = ") and "at least one token" in message
+    live.wait_tokens(3)
+    assert live.session.state == "running" and live.controller.settings.routing == ""

@@ -383,6 +383,7 @@ async def test_the_palette_finds_the_screens(embedded, controller, query, mode):
         await until(lambda: app.current_mode == mode, pause=pilot.pause)
 
 
+@pytest.mark.slow  # typed into the palette with the engine decoding
 async def test_the_palette_finds_pause_and_help(embedded, controller):
     app = create_app(embedded)
     async with app.run_test(size=SIZE) as pilot:
