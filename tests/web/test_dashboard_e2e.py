@@ -227,6 +227,7 @@ def model64(tmp_path_factory) -> Path:
     return synth.write(recipe, tmp_path_factory.mktemp("models") / "tiny64")
 
 
+@pytest.mark.perf  # its bounds are on rates and latencies this machine reaches
 def test_64_layers_at_10_updates_per_second(model64, open_page):
     controller = start_controller({"model": str(model64), "expert_cache": 256,
                                    "io_workers": 3, "io_urgent": 1})
