@@ -14,6 +14,12 @@ from tuner.engine import synth
 from tuner.knobs import Config
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked slow first (in their order), so that the workers of a parallel run
+    (pytest -n) start them early and finish together, not one waiting on the last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     return synth.write(synth.TINY, tmp_path_factory.mktemp("models") / "tiny")

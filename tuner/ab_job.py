@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tuner.engine.workload import check as check_workload
-from tuner.measure.ab import run_ab
 from tuner.measure.compare import schedule
 from tuner.measure.rules import check_limits, ruleset
 
@@ -88,6 +87,10 @@ class ABRunner:
         return job
 
     def _run(self, job: ABJob, sa, sb, was_running: bool) -> None:
+        # Here, not at the top: the terminal UI reads this module's defaults for its A/B
+        # dialog, and connected to a server it runs no engine, so it never loads torch.
+        from tuner.measure.ab import run_ab
+
         session = self.controller.session
         try:
             result = run_ab(sa, sb, job.pairs, job.tokens,

@@ -20,9 +20,11 @@ from typing import Any
 import numpy as np
 
 from tuner.ab_job import ABRunner
-from tuner.engine.model import ModelConfig, ModelError
+from tuner.engine import trace_format
+from tuner.engine.inputs import shown
+from tuner.engine.model_config import ModelConfig, ModelError
 from tuner.engine.session import Session
-from tuner.engine.trace_format import Trace
+from tuner.engine.trace_format import Trace, TraceError
 from tuner.knobs import BY_NAME, KNOBS, config_dict
 from tuner.presets import Preset, Store, knob_diff
 from tuner.settings import Settings, SettingsError, apply, to_config
@@ -50,19 +52,22 @@ def session_base(current: Settings) -> Settings:
 
 def check_paths(new: Settings, old: Settings) -> None:
     """Rejects a changed model folder that is not a usable model's, or a routing trace that
-    is not there, before it reaches the engine, so the answer names the knob instead of
+    is not a trace, before it reaches the engine, so the answer names the knob instead of
     reporting a failed rebuild."""
     problems = {}
     if new.model != old.model and new.model:
         try:
             ModelConfig.read(Path(new.model))
         except ModelError as err:
-            problems["model"] = (f"{BY_NAME['model'].label} = {new.model!r} is not a model "
-                                 f"folder: {err}")
-    if new.routing != old.routing and new.routing and not Path(new.routing).is_file():
-        problems["routing"] = (f"{BY_NAME['routing'].label} = {new.routing!r} is not a file; "
-                               "allowed: a trace (.npz) from tuner trace record or import, or "
-                               "empty")
+            problems["model"] = (f"{BY_NAME['model'].label} = {shown(new.model)} is not a "
+                                 f"model folder: {err}")
+    if new.routing != old.routing and new.routing:
+        try:
+            trace_format.load(Path(new.routing))
+        except TraceError as err:
+            problems["routing"] = (f"{BY_NAME['routing'].label} = {shown(new.routing)} is "
+                                   f"not a trace: {err}; allowed: a trace (.npz) from tuner "
+                                   "trace record or import, or empty")
     if problems:
         raise SettingsError(problems)
 

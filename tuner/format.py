@@ -31,6 +31,14 @@ def figure(value: float | None, unit: str = "") -> str:
     return f"{value:,.3g}" if abs(value) < 1 else f"{value:,.2f}"
 
 
+def knob_text(value: Any) -> str:
+    """A knob's value as the forms show it: a switch on or off, anything else as typed
+    (never a Python repr)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
 def byte_size(n: float) -> str:
     for unit in BINARY:
         if abs(n) < 1024 or unit == BINARY[-1]:

@@ -2,13 +2,16 @@
 
 Env parsing, CLI flags, the web form, the TUI form, presets, validation messages and the
 README's knob table are all generated from `KNOBS`. This module is plain data (standard
-library only) so the engine can read it without importing any UI or settings library.
+library only, and the engine's torch-free path limits) so the engine can read it without
+importing any UI or settings library.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any
+
+from tuner.engine.inputs import ALLOWED as PATH_ALLOWED
 
 GROUPS = ("routing", "prefetch", "cache", "prefill", "io", "tiers", "hardware", "session")
 
@@ -30,6 +33,7 @@ class Knob:
     off: float | None = None  # a value below the range that switches the knob off
     pattern: str | None = None  # a str knob's allowed values as a regular expression
     pattern_words: str = ""  # the same in words, for error messages and help
+    path: bool = False  # a str knob naming a file or folder: held to the system's limits
     # What `tuner tune` searches by default: (low, high) for a number, the values tried for
     # a switch or a choice; None = left at its value unless --space names it.
     search: tuple | None = None
@@ -62,6 +66,8 @@ class Knob:
                     f"[{_num(self.min)}, {_num(self.max)}]")
         if self.pattern:
             return self.pattern_words
+        if self.path:
+            return PATH_ALLOWED
         if self.min is not None and self.max is not None:
             return f"{self.type.__name__} in [{_num(self.min)}, {_num(self.max)}]"
         if self.min is not None:
@@ -238,16 +244,17 @@ KNOBS: tuple[Knob, ...] = (
          "default, one per core)", "hardware", "-", 0, 1024),
     # session
     Knob("model", "STRATA_MODEL", str, "",
-         "model folder (empty = the embedded default model)", "session", "-", restart=True),
+         "model folder (empty = the embedded default model)", "session", "-", restart=True,
+         path=True),
     Knob("routing", "STRATA_ROUTING", str, "",
          "routing trace (.npz) that routes every layer, token by token and sequence by "
          "sequence, looping, while the experts are read and computed for real (empty = the "
          "model's own routers; the model must have the trace's shape: tuner model make "
-         "--like)", "session", "-", restart=True),
+         "--like)", "session", "-", restart=True, path=True),
     Knob("workload", "STRATA_WORKLOAD", str, "corpus",
          "what the session decodes: corpus (endless built-in prompts), chat-cold, "
          "chat-warm, shifted, long-prompt, or a JSON-lines file of prompts", "session",
-         "-", restart=True),
+         "-", restart=True, path=True),
     Knob("device", "STRATA_DEVICE", str, "auto",
          "compute device of the arena and the dense weights (auto = cuda when present)",
          "session", "-", choices=("auto", "cpu", "cuda"), restart=True),

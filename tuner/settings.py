@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tuner.engine.inputs import check as check_path
 from tuner.engine.workload import WorkloadError
 from tuner.engine.workload import check as check_workload
 from tuner.knobs import BY_NAME, KNOBS, Config, Knob, budget_list, lookup
@@ -59,7 +60,14 @@ def _off_or_in_range(k: Knob):
     return check
 
 
+def _path(value: str) -> str:
+    check_path(value)  # a path no system call can take is refused before any looks at it
+    return value
+
+
 def _annotation(k: Knob) -> Any:
+    if k.path:
+        return Annotated[str, AfterValidator(_path)]
     if k.choices:
         return Literal[k.choices]  # type: ignore[valid-type]
     if k.type is bool:

@@ -13,7 +13,7 @@ import pytest
 
 from tuner.cli import main as cli
 from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.model import ModelError
+from tuner.engine.model_config import ModelError
 
 # name -> (how the folder is spoiled, the file the message must name, what it must say)
 BAD = {
@@ -28,7 +28,17 @@ BAD = {
     "truncated": ("a shard cut in half", ".safetensors is truncated", "write or download it"),
     "not-safetensors": ("a shard that is text", ".safetensors is not a safetensors file",
                         "config.json and its *.safetensors"),
+    "too-many-experts": ("30 million experts", "too-many-experts/config.json",
+                         "num_experts = 30000000: it must be a whole number from 1 to 65,536"),
+    "huge-vocab": ("a vocabulary of 2**40", "huge-vocab/config.json",
+                   "vocab_size = 1099511627776: it must be a whole number from 1 to"),
+    "top-k-over": ("top-k above the experts", "top-k-over/config.json",
+                   "num_experts_per_tok = 17: it must be a whole number from 1 to num_experts"),
+    "nested-json": ("100,000 nested [", "nested-json/config.json", "nested too deeply"),
 }
+# config.json keys a spoiled folder changes
+CHANGED = {"too-many-experts": {"num_experts": 30_000_000}, "huge-vocab": {"vocab_size": 2**40},
+           "top-k-over": {"num_experts_per_tok": 17}}
 
 
 def spoil(name: str, good: Path, root: Path) -> Path:
@@ -52,6 +62,12 @@ def spoil(name: str, good: Path, root: Path) -> Path:
     elif name == "no-num-experts":
         config.pop("num_experts")
         (folder / "config.json").write_text(json.dumps(config))
+    elif name == "nested-json":
+        (folder / "config.json").write_text("[" * 100_000)
+    elif name in CHANGED:
+        shutil.rmtree(folder)
+        shutil.copytree(good, folder)
+        (folder / "config.json").write_text(json.dumps({**config, **CHANGED[name]}))
     return folder
 
 

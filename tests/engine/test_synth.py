@@ -13,7 +13,7 @@ import torch
 from tuner.engine import synth
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.decode import Engine
-from tuner.engine.model import ModelConfig
+from tuner.engine.model_config import ModelConfig
 from tuner.engine.reference import Resident
 from tuner.knobs import Config
 from tuner.traces.record import record

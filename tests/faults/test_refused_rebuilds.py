@@ -19,8 +19,10 @@ BROKEN_CONFIGS = {
     "no-vocab": lambda cfg: {k: v for k, v in cfg.items() if k != "vocab_size"},
     "string-layers": lambda cfg: {**cfg, "num_hidden_layers": "four"},
     "negative-head-dim": lambda cfg: {**cfg, "head_dim": -1},
+    "kv-heads-not-a-divisor": lambda cfg: {**cfg, "num_key_value_heads": 3},
 }
-BUILDS_BUT_FAILS = {"kv-heads-mismatch": lambda cfg: {**cfg, "num_key_value_heads": 3}}
+# Two key-value heads divide two query heads, but the weights hold one.
+BUILDS_BUT_FAILS = {"kv-heads-mismatch": lambda cfg: {**cfg, "num_key_value_heads": 2}}
 
 
 

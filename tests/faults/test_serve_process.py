@@ -125,6 +125,7 @@ def test_serve_under_faults(server, model_copy, tiny_model, tuner_home):
     proc.wait(timeout=30)
     print(f"\nexited {time.monotonic() - sent:.2f} s after SIGTERM (code {proc.returncode})")
     assert time.monotonic() - sent < 5
+    assert proc.returncode == 130  # as Ctrl-C ends it
 
     text = log.read_text()
     assert "Traceback" not in text and "ASGI callable" not in text, text[-3000:]

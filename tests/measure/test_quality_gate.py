@@ -76,7 +76,12 @@ def test_quality_command_on_a_text(small_model, tmp_path, capsys):
              "--io-urgent", "1"]
     assert main(["quality", "--text", str(text), "--json", "--sweep", "drop_cold=0,0.3",
                  *flags]) == 0
-    runs = json.loads(capsys.readouterr().out)["runs"]
+    printed = capsys.readouterr()
+    runs = json.loads(printed.out)["runs"]
+    # each run says what it measures as it starts, in the knobs' own words
+    assert "tuner quality: measuring 1 of 2: drop_cold = 0\n" in printed.err
+    assert "tuner quality: measuring 2 of 2: drop_cold = 0.3\n" in printed.err
+    assert "{" not in printed.err
     exact, lossy = runs
     assert exact["positions"] == 39 and exact["unknown_words"] == 0
     assert exact["perplexity"] == exact["exact_perplexity"] and exact["quality_kl"] == 0.0

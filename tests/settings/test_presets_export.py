@@ -29,6 +29,23 @@ def test_env_export_then_import_gives_the_same_settings(name, tmp_path, capsys):
     assert store.get(f"back-{name}").settings() == store.get(name).settings()
 
 
+def test_an_import_says_which_knobs_it_left_out_at_their_defaults(tuner_home, tmp_path,
+                                                                 capsys):
+    """A preset file may name a knob at its default; a saved preset holds only what differs
+    from the defaults, so the import says what it read and what it kept."""
+    (tuner_home / "presets").mkdir(parents=True)
+    (tuner_home / "presets" / "spelled.toml").write_text(
+        '[knobs]\ndecode_2q = true\nprefetch = "off"\nmoce_protect = 3\n')
+    out = tmp_path / "spelled.env"
+    assert main(["presets", "export", "spelled", "-o", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 3
+    assert main(["presets", "import", str(out), "--name", "back"]) == 0
+    said = capsys.readouterr().out.strip()
+    assert said.endswith(": 3 knobs read, 1 kept; left out at their defaults (a preset holds "
+                         "what differs from them): STRATA_METAL_MOCE_PROTECT, STRATA_PREFETCH")
+    assert Store().get("back").knobs == {"decode_2q": True}
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_env_lines_are_what_the_environment_reads(name, monkeypatch):
     preset = Store().get(name)

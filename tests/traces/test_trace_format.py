@@ -73,11 +73,37 @@ def experts_flat(t: Trace) -> None:
     t.experts = np.zeros((2, 2))
 
 
+def no_tokens(t: Trace) -> None:
+    t.experts = np.zeros((0, 2, 2), dtype=np.int32)
+
+
+def experts_beyond_any_model(t: Trace) -> None:
+    t.meta["num_experts"] = 10**12
+
+
+def negative_expert_bytes(t: Trace) -> None:
+    t.meta["expert_bytes"] = -1
+
+
+def a_start_past_the_end(t: Trace) -> None:
+    t.meta["sequence_starts"] = [0, 2]
+
+
+def integer_logits(t: Trace) -> None:
+    t.logits = np.zeros((2, 2, 4), dtype=np.int64)
+
+
 @pytest.mark.parametrize("change, message", [
     (id_too_big, r"expert id 4 at token 0, layer 0, rank 0; allowed: -1 \(empty\) or 0\.\.3"),
     (id_below_empty, "expert id -2"),
     (id_twice, "token 1, layer 0 names expert 3 twice"),
-    (no_num_experts, "'num_experts' must be an integer >= 1"),
+    (no_num_experts, "'num_experts' must be an integer from 1 to 65,536, got None"),
+    (experts_beyond_any_model, "'num_experts' must be an integer from 1 to 65,536, got "
+                               "1000000000000"),
+    (no_tokens, r"shape \(0, 2, 2\); a trace holds at least one token"),
+    (negative_expert_bytes, "'expert_bytes' must be an integer >= 0 .* got -1"),
+    (a_start_past_the_end, "'sequence_starts' must be a list of token indices from 0 to 1"),
+    (integer_logits, "'logits' must be a float array, got int64"),
     (logits_too_wide, r"'logits' has shape \(2, 2, 5\)"),
     (stale_too_narrow, r"'stale' has shape \(2, 2, 3\); with experts \(2, 2, 2\) and "
                        r"num_experts 4 it must be \(2, 2, 4\)"),

@@ -135,3 +135,36 @@ def test_a_study_resumes_only_with_the_same_spec(tmp_path):
     with pytest.raises(TuneError, match="other objective .*'ms'.*name a new --study"):
         tune(Spec(base={}, fix="decode_2q=0", tokens=8, warmup=8, objective="stall"), 1,
              storage, "s", pool=pool())
+
+
+def test_a_resumed_study_fails_the_trials_a_killed_tune_left_running(tmp_path):
+    """A tune killed outright (kill -9) never told the study about its trial in flight; the
+    next tune of that study fails it with the reason, so it neither runs forever nor drops
+    out of the summary. A trial of a tune still alive is left to it."""
+    import os
+    import socket
+
+    from tuner.tune.study import open_study
+
+    spec = Spec(base={}, fix="decode_2q=0", tokens=8, warmup=8)
+    storage = f"sqlite:///{tmp_path / 't.db'}"
+    recorded = spec.recorded(spec.space_of())
+    s = open_study(storage, "s", recorded, 0)
+    host = socket.gethostname()
+    dead = subprocess_pid_gone()
+    for driver in (f"{host}:{dead}", f"{host}:{os.getpid()}", f"elsewhere:{dead}"):
+        s.ask().set_user_attr("driver", driver)
+    resumed = open_study(storage, "s", recorded, 0)
+    states = [t.state.name for t in resumed.trials]
+    assert states == ["FAIL", "RUNNING", "RUNNING"]
+    assert resumed.trials[0].user_attrs["rejected"].startswith("abandoned: the tune running it")
+
+
+def subprocess_pid_gone() -> int:
+    """The id of a process that has ended."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid

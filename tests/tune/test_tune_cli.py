@@ -95,6 +95,7 @@ def test_bad_flags_name_what_is_allowed(tiny_model, capsys):
         main(["tune", "--min-agreement", "101"])
 
 
+@pytest.mark.slow  # Ray's start
 def test_the_study_runs_on_two_ray_workers(tiny_model, capsys):
     status, r, _ = tune(capsys, "--trials", "6", "--ray", "--workers", "2", "--study", "ray",
                         "--json", *tiny_flags(tiny_model))

@@ -14,6 +14,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+import textual.app
+import textual.pilot
+from textual._wait import SLEEP_GRANULARITY, wait_for_idle
 
 from tuner.control import Controller
 from tuner.engine.session import Session
@@ -31,6 +34,23 @@ TOKEN = "t0ken"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# After every key the Pilot waits until this process looks idle (its CPU time stalls for
+# 20 ms), for up to a second, twice. A process whose engine decodes never looks idle, so a
+# key cost up to 2 s and a typed palette query half a minute. The tests synchronise on
+# state (`until`) and the Pilot still waits for every widget to handle its messages; the
+# idle guess is only capped.
+IDLE_WAIT_S = 0.1
+
+
+@pytest.fixture(autouse=True)
+def short_idle_wait(monkeypatch) -> None:
+    async def wait(min_sleep: float = SLEEP_GRANULARITY, max_sleep: float = 1) -> None:
+        await wait_for_idle(min_sleep, min(max_sleep, IDLE_WAIT_S))
+
+    for module in (textual.app, textual.pilot):
+        monkeypatch.setattr(module, "wait_for_idle", wait)
 
 
 def make_controller(overrides: dict[str, Any], store: Store | None = None) -> Controller:

@@ -106,9 +106,9 @@ async def test_an_ab_started_from_the_presets_screen_shows_runs_and_verdict(
             ["chat-cold", "A"], ["chat-cold", "B"], ["chat-cold", "A"]]
         # quality per run (KL, top-1 %) and per arm: 2q changes no output
         assert [runs.get_row_at(i)[6:8] for i in range(runs.row_count)] == [["0", "100.0"]] * 3
-        assert "KL 0.0 nats/token, top-1 agreement 100.0 %" in str(result.render())
+        assert "KL 0 nats/token, top-1 agreement 100.0 %" in str(result.render())
         assert "done: 3 runs" in str(screen.query_one("#ab-progress", Static).render())
-        assert "decode_2q False -> True" in str(result.render())
+        assert "decode_2q off -> on" in str(result.render())
         assert "rules seed000:" in str(result.render())
         assert "on chat-cold, rules seed000" in str(screen.query_one("#ab-heading",
                                                                     Static).render())

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from functools import partial
 
@@ -322,6 +324,40 @@ async def test_the_knob_form_never_traps_the_keyboard(embedded, controller):
         assert controller.settings.moce_bonus == 0.25
 
 
+async def test_the_knob_form_opens_in_a_field_and_tab_goes_on_from_the_one_left(
+        embedded, controller):
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        wait = partial(until, pause=pilot.pause)
+        await pilot.press("3")
+        await wait(lambda: isinstance(app.screen, KnobsScreen))
+        fields = list(app.screen.query(KnobField))
+        await wait(lambda: app.focused is fields[0].control)
+        version = controller.version
+        # digits typed on opening are a value, not the keys that switch screens
+        await pilot.press(*"0.5", "enter")
+        await wait(lambda: controller.version == version + 1)
+        assert app.current_mode == "knobs" and controller.settings.moce_bonus == 0.5
+        assert app.focused is not fields[0].control  # out of the field: keys work again
+        await pilot.press("tab")
+        await wait(lambda: app.focused is fields[1].control)  # the next field, not the first
+        await pilot.press("escape", "shift+tab")
+        await wait(lambda: app.focused is fields[0].control)
+
+
+async def test_sigterm_ends_the_app_as_its_quit_key_does(embedded, controller):
+    controller.session.pause()
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        # the app's own handler, or the signal would end this test process
+        assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await until(lambda: app.interrupted, pause=pilot.pause)
+    assert not app.is_running
+
+
 async def test_switches_say_on_or_off_in_words(embedded, controller):
     controller.session.pause()
     app = create_app(embedded)
@@ -347,6 +383,7 @@ async def test_the_palette_finds_the_screens(embedded, controller, query, mode):
         await until(lambda: app.current_mode == mode, pause=pilot.pause)
 
 
+@pytest.mark.slow  # typed into the palette with the engine decoding
 async def test_the_palette_finds_pause_and_help(embedded, controller):
     app = create_app(embedded)
     async with app.run_test(size=SIZE) as pilot:
@@ -366,9 +403,12 @@ async def test_the_preset_diff_follows_apply_and_save(embedded, controller):
         presets = app.screen.query_one("#preset-list", DataTable)
         diff = app.screen.query_one("#preset-diff", DataTable)
         await wait(lambda: presets.row_count > 0)
+        # values as the knob form shows them, never Python's reprs
+        assert presets.get_row("2q")[2] == "decode_2q=on"
         presets.move_cursor(row=presets.get_row_index("2q"))
         await pilot.press("d")
         await wait(lambda: diff.row_count > 0)  # decode_2q and the arena would change
+        assert diff.get_row_at(0)[2:] == ["on", "off"]  # the preset, the settings now
         await pilot.press("a")
         await wait(lambda: controller.settings.decode_2q)
         await wait(lambda: diff.row_count == 0)  # applied: nothing left to change

@@ -10,9 +10,10 @@ from tuner.settings import load
 from tuner.ui.bench import lines, measure_ui_overhead
 
 
+@pytest.mark.slow  # fresh sessions and a UI process of its own per phase
 def test_measures_the_embedded_and_the_connected_ui_against_none(tiny_overrides, capsys):
-    # fast repaints: the tiny model decodes a phase in about a second
-    result = measure_ui_overhead(load(cli=tiny_overrides), tokens=400, rounds=1, refresh_hz=10)
+    # fast repaints: the tiny model decodes a phase in a second or so, a few repaints
+    result = measure_ui_overhead(load(cli=tiny_overrides), tokens=120, rounds=1, refresh_hz=10)
     with capsys.disabled():
         print("\n" + "\n".join(lines(result)))
     assert len(result["alone_tok_s"]) == 2 and min(result["alone_tok_s"]) > 0

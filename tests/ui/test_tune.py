@@ -62,6 +62,7 @@ async def test_backend_refuses_a_bad_space_and_starts_nothing(backend):
         assert await backend.tune_status() is None
 
 
+@pytest.mark.slow
 async def test_the_tune_screen_follows_a_tune_started_from_the_dialog(embedded):
     app = create_app(embedded, refresh_hz=8)
     async with app.run_test(size=SIZE) as pilot:

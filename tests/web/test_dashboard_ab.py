@@ -38,11 +38,13 @@ def test_ab_from_the_panel(live):
     job = live.controller.ab.job
     assert job.state == "done", job.error
     assert 'id="ab-verdict"' in html and job.result["verdict"].split(":")[0] in html
-    assert html.count("<td><code>") == 3  # one row per run, with its output hash
+    assert html.count("<td><code title=") == 3  # one row per run, with its output hash
     for run in job.runs:
         assert run["output_hash"] in html
-    assert "decode_2q False -> True" in html
+    assert "decode_2q off -> on" in html
     assert f"{job.result['drift']:+.3f}" in html
+    # 16 tokens are all the first prompt's: the note says so, and no figure reads "None"
+    assert "note: no run decoded a token" in html and "None" not in html
 
 
 def test_ab_bad_input_gives_a_message_and_starts_nothing(live):

@@ -156,8 +156,20 @@ def test_presets_panel_applies_saves_and_diffs(live, open_page):
     shot(page, "dashboard-presets")
 
 
+# Per A/B table, scrolled as far right as it goes: its cells' right edge, its own and the
+# controls column's; then scrolled back.
+REACH = """() => [...document.querySelectorAll('#ab-status table')].map(table => {
+  const right = e => e.getBoundingClientRect().right;
+  table.scrollLeft = table.scrollWidth;
+  const reach = {cells: Math.max(...[...table.querySelectorAll('td, th')].map(right)),
+                 table: right(table), column: right(document.getElementById('controls'))};
+  table.scrollLeft = 0;
+  return reach;
+})"""
+
+
 def test_ab_panel_runs_an_ab_and_shows_the_verdict(live, open_page):
-    page = open_page(live.url)
+    page = open_page(live.url, width=1440)
     form = page.locator("form.ab-start")
     expect(form.locator("select[name=a]")).to_have_value("baseline")
     form.locator("select[name=b]").select_option("2q")
@@ -167,6 +179,14 @@ def test_ab_panel_runs_an_ab_and_shows_the_verdict(live, open_page):
     expect(page.locator("#ab-verdict")).to_contain_text("verdict:", timeout=60_000)
     expect(page.locator("#ab-status table.ab-runs tbody tr")).to_have_count(3)
     expect(page.locator("#ab-status")).not_to_have_attribute("hx-trigger", "every 1s")
+    status = page.locator("#ab-status")
+    # 16 tokens are the corpus's first prompt: said so, and nothing reads "None"
+    expect(status).to_contain_text("no run decoded a token")
+    assert "None" not in status.text_content()
+    # wider than the controls column, the tables scroll inside it: no cell is cut off
+    for reach in page.evaluate(REACH):
+        assert reach["table"] <= reach["column"] + 1 and reach["cells"] <= reach["table"] + 1, \
+            reach
     shot(page, "dashboard-ab")
 
 
@@ -207,6 +227,7 @@ def model64(tmp_path_factory) -> Path:
     return synth.write(recipe, tmp_path_factory.mktemp("models") / "tiny64")
 
 
+@pytest.mark.perf  # its bounds are on rates and latencies this machine reaches
 def test_64_layers_at_10_updates_per_second(model64, open_page):
     controller = start_controller({"model": str(model64), "expert_cache": 256,
                                    "io_workers": 3, "io_urgent": 1})

@@ -33,6 +33,7 @@ def api_schema(live):
 schema = schemathesis.pytest.from_fixture("api_schema").exclude(path="/api/session/{action}")
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @settings(max_examples=EXAMPLES, deadline=None,
           suppress_health_check=list(HealthCheck))

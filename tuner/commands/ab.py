@@ -5,18 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tuner.cli import add_knob_flags, engine_settings, print_json
+from tuner.cli import INTERRUPTED, add_knob_flags, engine_settings, print_json
 from tuner.engine.workload import NAMES, WorkloadError
 from tuner.format import figure
-from tuner.measure.ab import arm_settings, run_ab
 from tuner.measure.report import knob_change, result_lines
 from tuner.measure.rules import RULESETS, check_limits
-from tuner.settings import SettingsError, apply
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ab", help="compare two settings in interleaved matched pairs with a "
-                       "drift sentinel")
+def register(p: argparse.ArgumentParser) -> None:
     for arm in ("a", "b"):
         p.add_argument(arm, metavar=arm.upper(), help=f"arm {arm.upper()}: a preset name, a "
                        ".toml file, or knob=value pairs like moe_bonus=0.85,decode_2q=1")
@@ -49,6 +45,9 @@ def _progress(i: int, n: int, run: dict) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from tuner.measure.ab import Interrupted, arm_settings, run_ab
+    from tuner.settings import SettingsError, apply
+
     for name, least in (("pairs", 1), ("tokens", 1), ("warmup", 0)):
         if getattr(args, name) < least:
             raise SystemExit(f"tuner ab: --{name} must be at least {least}")
@@ -63,6 +62,14 @@ def main(args: argparse.Namespace) -> int:
                         args.rules, args.max_kl, args.min_agreement)
     except (SettingsError, WorkloadError, ValueError) as err:
         raise SystemExit(f"tuner ab: {err}") from None
+    except Interrupted as stop:  # what was measured is kept: shown, with no verdict
+        if args.json:
+            print_json({"interrupted": True, "planned_runs": stop.planned, "runs": stop.runs})
+        else:
+            _print_runs(stop.runs)
+        print(f"tuner ab: interrupted after {len(stop.runs)} of {stop.planned} measured runs; "
+              "no verdict without every pair and the sentinel A", file=sys.stderr)
+        return INTERRUPTED
     result["labels"] = {"A": args.a, "B": args.b}
     if args.json:
         print_json(result)
@@ -76,11 +83,15 @@ def _print(r: dict) -> None:
           f"{r['model']}, {r['tokens']} tokens per run, {r['pairs']} pairs + sentinel A, "
           f"{r['warmup_runs']} warm-up run(s) of A not counted")
     print(f"start state: {r['start_state']}")
+    _print_runs(r["runs"])
+    print("\n".join(result_lines(r)))
+
+
+def _print_runs(runs: list[dict]) -> None:
     print(f"{'run':>3} {'workload':<12} {'arm':>3} {'ms/token':>9} {'hit %':>7} "
           f"{'bytes/token':>12} {'KL':>10} {'top-1 %':>7} output")
-    for run in r["runs"]:
+    for run in runs:
         print(f"{run['run']:>3} {run['workload']:<12} {run['arm']:>3} "
               f"{run['ms_per_token']:>9.3f} {run['hit_rate']:>7.2f} "
               f"{run['bytes_per_token']:>12} {figure(run['quality_kl']):>10} "
               f"{figure(run['top1_agreement'], '%'):>7} {run['output_hash']}")
-    print("\n".join(result_lines(r)))

@@ -5,16 +5,13 @@ from __future__ import annotations
 import argparse
 
 from tuner.cli import add_knob_flags, engine_settings, print_json
-from tuner.engine.model import ModelError
-from tuner.measure import bench
-from tuner.settings import to_config
+from tuner.engine.model_config import ModelError
 
 SECTIONS = ("read", "machinery", "telemetry", "link", "limit", "quant", "sites", "peer", "ui",
             "prefill")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="measure the engine against the machine's limits")
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", default="read,machinery,telemetry,link,limit",
                    help=f"comma-separated sections of {', '.join(SECTIONS)} (default "
                         "read,machinery,telemetry,link,limit; link needs a GPU; quant compares "
@@ -38,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from tuner.measure import bench
+    from tuner.settings import to_config
+
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(sections) - set(SECTIONS)
     if unknown:

@@ -12,13 +12,10 @@ from pathlib import Path
 from tuner.cli import print_json
 from tuner.commands.trace import reporting_trace_errors
 from tuner.engine import trace_format
-from tuner.presets import Store
-from tuner.settings import validate
 from tuner.traces.budgets import EVEN, WEIGHTS, BudgetError, plan
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("budgets", help="per-layer arena quotas from a trace's hit curves")
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, help="trace file (.npz)")
     p.add_argument("--slots", type=int, help="arena slots to share among the layers "
                    "(default: the arena the trace was recorded with)")
@@ -47,6 +44,9 @@ def main(args: argparse.Namespace) -> int:
     if args.out:
         args.out.write_text(json.dumps(out, indent=1) + "\n")
     if args.save:
+        from tuner.presets import Store
+        from tuner.settings import validate
+
         description = (f"Per-layer quotas for {slots} slots from {args.file.name} "
                        f"({trace.tokens} tokens, weights {args.weights})")
         preset = Store().save(args.save, validate(preset_knobs(out)), description)

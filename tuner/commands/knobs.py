@@ -6,7 +6,6 @@ import argparse
 
 from tuner.cli import print_json
 from tuner.knobs import KNOBS
-from tuner.tune.space import default_dimension
 
 HEADER = ("group", "knob", "env", "default", "allowed", "unit", "class", "tune searches",
           "what it does")
@@ -21,6 +20,8 @@ def rows() -> list[tuple[str, ...]]:
 
 
 def _searched(k) -> str:
+    from tuner.tune.space import default_dimension
+
     if not k.search:
         return "-"
     return default_dimension(k).describe() + (" (lossy: with a gate)" if k.lossy else "")
@@ -46,8 +47,7 @@ def text() -> str:
                      for r in table) + "\n"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("knobs", help="list every knob")
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--markdown", action="store_true", help="the README's table")
     p.set_defaults(func=main)

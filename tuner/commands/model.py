@@ -20,8 +20,7 @@ from tuner.format import figure
 from tuner.settings import to_config
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("model", help="make, quantize or measure a model")
+def register(p: argparse.ArgumentParser) -> None:
     msub = p.add_subparsers(dest="model_command", required=True)
     make = msub.add_parser("make", help="write the deterministic demo model or a model of a "
                                         "real MoE's shape (no download)")

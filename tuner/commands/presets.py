@@ -11,13 +11,11 @@ import urllib.request
 from pathlib import Path
 
 from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.knobs import BY_NAME
 from tuner.presets import PresetExists, Store, knob_diff
-from tuner.presets_export import FORMATS, ImportProblems, export, import_file
-from tuner.settings import defaults
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("presets", help="list, show, diff, save or apply presets")
+def register(p: argparse.ArgumentParser) -> None:
     actions = p.add_subparsers(dest="action", required=True)
 
     a = actions.add_parser("list", help="every preset, shipped and user")
@@ -48,7 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     a = actions.add_parser("export", help="write a preset as STRATA_* env lines, JSON, or "
                                           "the closest llama.cpp expert-offload flags")
     a.add_argument("name")
-    a.add_argument("--format", choices=FORMATS, default="env")
+    # Checked by the exporter, which loads the engine: a format it does not know is refused
+    # naming those it does.
+    a.add_argument("--format", default="env", help="env (default), json or llama.cpp")
     a.add_argument("-o", "--out", type=Path, help="file to write (default: standard output)")
     a.add_argument("--model", help="llama.cpp: the model folder whose layers and experts the "
                    "flags are for (default: the preset's model, else the demo model)")
@@ -87,6 +87,9 @@ def show(args: argparse.Namespace) -> int:
 
 
 def diff(args: argparse.Namespace) -> int:
+    from tuner.format import knob_text
+    from tuner.settings import defaults
+
     store = Store()
     b = store.get(args.b).settings() if args.b else defaults()
     rows = knob_diff(store.get(args.a).settings(), b)
@@ -96,7 +99,7 @@ def diff(args: argparse.Namespace) -> int:
     other = args.b or "defaults"
     print(f"{'knob':20} {args.a:>16} {other:>16}")
     for row in rows:
-        print(f"{row['knob']:20} {row['a']!r:>16} {row['b']!r:>16}")
+        print(f"{row['knob']:20} {knob_text(row['a']):>16} {knob_text(row['b']):>16}")
     if not rows:
         print("(no differences)")
     return 0
@@ -115,6 +118,8 @@ def save(args: argparse.Namespace) -> int:
 
 
 def export_preset(args: argparse.Namespace) -> int:
+    from tuner.presets_export import export
+
     text = export(Store().get(args.name), args.format, args.model)
     if args.out:
         args.out.write_text(text)
@@ -125,12 +130,18 @@ def export_preset(args: argparse.Namespace) -> int:
 
 
 def import_preset(args: argparse.Namespace) -> int:
+    from tuner.presets_export import ImportProblems, import_env, import_file
+
     try:
         preset = import_file(Store(), args.file, args.name, args.description, args.overwrite)
     except ImportProblems as err:
         print(f"tuner presets import: {err}", file=sys.stderr)
         return 2
-    print(f"saved {preset.path} ({len(preset.knobs)} knobs)")
+    read = import_env(args.file.read_text(), str(args.file))  # it was just read whole
+    at_default = [BY_NAME[k].env for k in read if k not in preset.knobs]
+    print(f"saved {preset.path}: {len(read)} knobs read, {len(preset.knobs)} kept"
+          + (f"; left out at their defaults (a preset holds what differs from them): "
+             f"{', '.join(at_default)}" if at_default else ""))
     return 0
 
 

@@ -10,9 +10,7 @@ import sys
 from pathlib import Path
 
 from tuner.cli import add_knob_flags, engine_settings, print_json
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.session import model_folder
-from tuner.measure.perplexity import DEMO_SEED, demo_text, evaluate
+from tuner.format import knob_text
 from tuner.settings import SettingsError, apply, from_texts, to_config
 
 COLUMNS = (  # (key, heading) of the sweep's table, after the swept knobs
@@ -22,9 +20,7 @@ COLUMNS = (  # (key, heading) of the sweep's table, after the swept knobs
 )
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("quality", help="perplexity of a text at the given settings beside "
-                       "exact routing's, with KL, top-1 agreement, tokens/s and bytes/token")
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text", type=Path, help="UTF-8 text file, encoded with the model's "
                    "tokenizer.json (default: the demo model's own sample of --tokens words)")
     p.add_argument("--tokens", type=int, default=256, help="words of the demo sample when no "
@@ -35,6 +31,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     add_knob_flags(p)
     p.set_defaults(func=main)
+
+
+def progress(what: str):
+    """Reports a step on stderr: its line at once, then (on a terminal) positions done,
+    so a minute of measuring is never silent."""
+    print(f"tuner quality: {what}", file=sys.stderr, flush=True)
+    tty = sys.stderr.isatty()
+
+    def report(done: int, total: int) -> None:
+        if tty:
+            print(f"\r  {done}/{total} positions", end="\n" if done == total else "",
+                  file=sys.stderr, flush=True)
+
+    return report
 
 
 def parse_sweep(items: list[str]) -> dict[str, list[str]]:
@@ -50,6 +60,10 @@ def parse_sweep(items: list[str]) -> dict[str, list[str]]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from tuner.engine.checkpoint import Checkpoint
+    from tuner.engine.session import model_folder
+    from tuner.measure.perplexity import DEMO_SEED, demo_text, evaluate
+
     base = engine_settings(args)
     grid = parse_sweep(args.sweep)
     # every combination validated before the first is measured
@@ -65,18 +79,20 @@ def main(args: argparse.Namespace) -> int:
         if args.tokens < 2:
             raise SystemExit("tuner quality: --tokens must be at least 2")
         try:
-            text = demo_text(Checkpoint(model_folder(base)), args.tokens)
+            text = demo_text(Checkpoint(model_folder(base)), args.tokens,
+                             progress=progress(f"sampling the text: {args.tokens} words of "
+                                               "the exact model"))
         except ValueError as err:
             raise SystemExit(f"tuner quality: {err}") from None
         source = f"the model's own sample: {args.tokens} words, exact routing, seed {DEMO_SEED}"
     results = []
-    for knobs, cfg in runs:
+    for i, (knobs, cfg) in enumerate(runs, 1):
+        at = ", ".join(f"{k} = {knob_text(v)}" for k, v in knobs.items()) or "the settings"
         try:
-            results.append({**knobs, **evaluate(cfg, text)})
+            results.append({**knobs, **evaluate(
+                cfg, text, progress(f"measuring {i} of {len(runs)}: {at}"))})
         except ValueError as err:
             raise SystemExit(f"tuner quality: {err}") from None
-        if grid:
-            print(f"measured {len(results)}/{len(runs)}: {knobs}", file=sys.stderr)
     if args.json:
         print_json({"text": source, "runs": results})
         return 0

@@ -17,9 +17,7 @@ from tuner.traces.budgets import EVEN, BudgetError, quotas_for_trace
 from tuner.traces.replay import POLICY_NAMES, replay, report, sweep, sweep_report, sweep_sizes
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("replay", help="replay a routing trace through a cache policy "
-                       "(lru, 2q, or opt: Belady's bound)")
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, help="trace file (.npz)")
     p.add_argument("--policy", choices=POLICY_NAMES, default="lru",
                    help="lru, 2q (the engine's policies) or opt (Belady's MIN: evicts the "

@@ -6,12 +6,9 @@ import argparse
 import sys
 
 from tuner.cli import add_knob_flags, engine_settings, int_list, print_json
-from tuner.engine.session import Session
-from tuner.settings import to_config
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="decode N tokens without a UI and print the counters")
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens", type=int, default=128, help="tokens to decode (default 128)")
     p.add_argument("--json", action="store_true", help="print the whole snapshot as JSON")
     prompt = p.add_mutually_exclusive_group()
@@ -23,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from tuner.engine.session import Session
+    from tuner.settings import to_config
+
     if args.tokens < 1:
         raise SystemExit("tuner run: --tokens must be at least 1")
     settings = engine_settings(args)

@@ -12,8 +12,7 @@ from tuner.cli import add_knob_flags, engine_settings
 DEFAULT_PORT = 8765
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="run the engine with the web control plane")
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1; any other needs --token)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
@@ -86,8 +85,14 @@ def main(args: argparse.Namespace) -> int:
         host = f"[{args.host}]" if ipv6 else args.host
         print(f"tuner: serving {session.ckpt.name} at http://{host}:{args.port}/"
               + (" (token required)" if args.token else ""), flush=True)
-        uvicorn.Server(server_config(app)).run(sockets=[sock])
+        server = uvicorn.Server(server_config(app))
+        server.run(sockets=[sock])
     finally:
         controller.close()
         sock.close()
-    return 0
+    # uvicorn stops on SIGINT or SIGTERM and raises the signal again once it is done, which
+    # may or may not reach this thread as KeyboardInterrupt (it races with asyncio's own
+    # SIGINT handler); stopped either way, the command was interrupted.
+    if server.started:
+        raise KeyboardInterrupt
+    return 1

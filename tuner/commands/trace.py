@@ -10,7 +10,6 @@ from pathlib import Path
 from tuner.cli import add_knob_flags, engine_settings, int_list, print_json
 from tuner.engine import trace_format
 from tuner.engine.trace_format import TraceError
-from tuner.settings import to_config
 from tuner.traces.budgets import BudgetError
 from tuner.traces.importers import (
     FORMATS,
@@ -21,7 +20,6 @@ from tuner.traces.importers import (
     Options,
     import_trace,
 )
-from tuner.traces.record import record
 from tuner.traces.stats import trace_stats
 
 
@@ -40,8 +38,7 @@ def reporting_trace_errors(func):
     return wrapper
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("trace", help="record, import or describe routing traces (.npz)")
+def register(p: argparse.ArgumentParser) -> None:
     tsub = p.add_subparsers(dest="trace_command", required=True)
 
     rec = tsub.add_parser("record", help="decode N tokens and write the routings the engine saw")
@@ -90,6 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 @reporting_trace_errors
 def _record(args: argparse.Namespace) -> int:
+    from tuner.settings import to_config
+    from tuner.traces.record import record
+
     if args.tokens < 1:
         raise SystemExit("tuner trace record: --tokens must be at least 1")
     trace, snap = record(to_config(engine_settings(args)), args.tokens, args.logits)

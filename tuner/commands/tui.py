@@ -9,9 +9,7 @@ from tuner.knobs import knob_flag
 from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tui", help="the terminal UI: an engine in this process, or --connect "
-                       "to a running `tuner serve`")
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect", metavar="URL",
                    help="attach to the server at URL (such as http://127.0.0.1:8000) instead "
                         "of running an engine here; knob flags do not apply then")
@@ -57,8 +55,7 @@ def _connected(args: argparse.Namespace) -> int:
     rate = args.rate or args.refresh_hz
     app = create_app(RemoteBackend(args.connect, token=args.token, rate=rate),
                      refresh_hz=args.refresh_hz)
-    app.run()
-    return app.return_code or 0
+    return _run(app)
 
 
 def _embedded(args: argparse.Namespace) -> int:
@@ -79,8 +76,13 @@ def _embedded(args: argparse.Namespace) -> int:
     store.clean()
     controller = Controller(session, settings, store)
     try:
-        app = create_app(EmbeddedBackend(controller), refresh_hz=args.refresh_hz)
-        app.run()
-        return app.return_code or 0
+        return _run(create_app(EmbeddedBackend(controller), refresh_hz=args.refresh_hz))
     finally:
         controller.close()
+
+
+def _run(app) -> int:
+    app.run()
+    if app.interrupted:  # by SIGTERM: the command ends as Ctrl-C ends it
+        raise KeyboardInterrupt
+    return app.return_code or 0

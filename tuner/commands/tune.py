@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.cli import INTERRUPTED, add_knob_flags, print_json, settings_from_args
 from tuner.format import figure
 from tuner.measure.rules import check_limits
 from tuner.settings import non_default
@@ -16,9 +16,7 @@ DEFAULT_TRIALS, DEFAULT_TOKENS = 20, 64
 OBJECTIVE_LABEL = {"ms": "ms per token", "stall": "exposed stall per token"}
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tune", help="search the knobs for the fastest and leanest settings, "
-                       "live on one session, every trial paired with a baseline")
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
                    help=f"trials to run now (default {DEFAULT_TRIALS}; 0 with --save-best "
                    "saves from a study already run)")
@@ -118,7 +116,7 @@ def _tune(args: argparse.Namespace) -> int:
         result["saved"] = _save_and_check(result, args, out)
     if args.json:
         print_json(result)
-    return 0 if result["complete"] else 130
+    return 0 if result["complete"] else INTERRUPTED
 
 
 class Progress:

@@ -12,7 +12,7 @@ is one or two extents.
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import struct
 from dataclasses import dataclass
@@ -21,7 +21,9 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from tuner.engine.model import FOLDER, ModelConfig, ModelError, Weights, read_config
+from tuner.engine import inputs
+from tuner.engine.model import Weights
+from tuner.engine.model_config import FOLDER, ModelConfig, ModelError, read_config
 from tuner.engine.quant import Quant
 
 _DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -114,9 +116,9 @@ def read_header(path: Path) -> tuple[int, dict]:
             (n,) = struct.unpack("<Q", f.read(8))
             if 8 + n > size:
                 raise ValueError(f"a header of {n} bytes in a file of {size}")
-            header = json.loads(f.read(n))
-        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"),
-                  default=0)
+            header = inputs.loads(f.read(n))
+        header.pop("__metadata__", None)
+        end = max((_extent(name, t)[1] for name, t in header.items()), default=0)
     except (struct.error, ValueError, TypeError, KeyError, IndexError,
             AttributeError) as err:
         raise ModelError(f"{path} is not a safetensors file ({type(err).__name__}: {err}): "
@@ -124,8 +126,22 @@ def read_header(path: Path) -> tuple[int, dict]:
     if 8 + n + end > size:
         raise ModelError(f"{path} is truncated: its header says {8 + n + end} bytes, the file "
                          f"has {size}; write or download it again")
-    header.pop("__metadata__", None)
     return 8 + n, header
+
+
+def _extent(name: str, t: dict) -> tuple[int, int]:
+    """(begin, end) of a tensor in the data section, once its header entry is consistent:
+    its bytes are its shape's elements times its dtype's size, so nothing read from the
+    file is ever viewed as a shape it does not hold."""
+    begin, end = t["data_offsets"]
+    shape, dtype = t["shape"], _DTYPES.get(t["dtype"])
+    if not all(type(v) is int and v >= 0 for v in (begin, end, *shape)) or begin > end:
+        raise ValueError(f"tensor {name}: offsets {t['data_offsets']} and shape {shape} must "
+                         "be whole numbers >= 0, in order")
+    if dtype is not None and math.prod(shape) * dtype.itemsize != end - begin:
+        raise ValueError(f"tensor {name}: shape {shape} of {t['dtype']} is not the "
+                         f"{end - begin} bytes of its offsets")
+    return begin, end
 
 
 class Checkpoint:
@@ -147,6 +163,7 @@ class Checkpoint:
                                      f"supported: {', '.join(_DTYPES)}")
                 self._where[name] = (str(path), base + begin, end - begin, dtype,
                                      tuple(t["shape"]))
+        self._check_dense()
         self.layout = self._layout()
         self.parts = self.layout.parts
         self.expert_bytes = self.layout.expert_bytes
@@ -165,6 +182,23 @@ class Checkpoint:
             return getattr(torch, named)
         return self._where[self._tensor(0, 0, self.parts[0].name)][3]
 
+    def _check_dense(self) -> None:
+        """The embeddings and the routers must have the shapes config.json gives: the
+        workload draws token ids below vocab_size, and every layer routes over
+        num_experts."""
+        mc = self.config
+        want = {"model.embed_tokens.weight": (mc.vocab_size, mc.hidden_size),
+                **{mc.router_key(l): (mc.num_experts, mc.hidden_size)
+                   for l in range(mc.num_layers)}}
+        for name, shape in want.items():
+            if name not in self._where:
+                raise ModelError(f"{self.folder}: tensor {name} is missing from its "
+                                 f"*.safetensors: {FOLDER}")
+            have = self._where[name][4]
+            if have != shape:
+                raise ModelError(f"{self._where[name][0]}: tensor {name} has shape "
+                                 f"{list(have)}; config.json's sizes make it {list(shape)}")
+
     def _tensor(self, layer: int, expert: int, part: str) -> str:
         matrix, suffix = _tensor_suffix(part)
         return self.config.expert_key(layer, expert, matrix).removesuffix("weight") + suffix
@@ -173,7 +207,7 @@ class Checkpoint:
         index = self.folder / "model.safetensors.index.json"
         if index.is_file():
             try:
-                names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+                names = sorted(set(inputs.loads(index.read_text())["weight_map"].values()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
                 raise ModelError(f"{index} is not a safetensors index ({type(err).__name__}: "
                                  f"{err}); it maps tensor names to shard files under "

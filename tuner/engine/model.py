@@ -3,9 +3,10 @@ supplied by the caller: Qwen3-MoE, Qwen2-MoE (with its shared expert), OLMoE and
 
 Dense weights (embeddings, attention, norms, routers, shared experts, LM head) are small and
 held whole on the compute device. Routed expert weights never live here: the decode loop
-gathers the selected experts' rows (from the arena, link staging or the host copy) into one
-batch and `experts_out` computes them together: two batched matrix products and one
-activation for the whole batch, whatever k is.
+computes the selected experts from their rows (the arena, link staging or the host copy)
+through experts.py: fused kernels that read each row on CUDA, else one gathered batch that
+`experts_out` computes together: two batched matrix products and one activation for the
+whole batch, whatever k is.
 
 The model computes in `compute_dtype`: the checkpoint's dtype on CUDA, float32 on the CPU.
 Torch's CPU kernels for one token's matrix-vector products are several times slower in
@@ -24,168 +25,19 @@ V vocabulary, C context (KV cache length), k experts in a batch.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from tuner.engine.model_config import ModelConfig
 from tuner.engine.quant import Quant, dequantize
-
-
-@dataclass(frozen=True)
-class Arch:
-    """How one Hugging Face MoE architecture names and wires its tensors."""
-
-    moe: str  # module holding the router and the experts, under model.layers.{l}.
-    parts: tuple[str, str, str]  # names of the (gate, up, down) expert matrices
-    experts_key: tuple[str, ...]  # config keys for the number of routed experts, first wins
-    width_key: str  # config key: expert width
-    qk_norm: str = ""  # "head": RMSNorm per head (Qwen3); "full": over the projection (OLMoE)
-    norm_topk: bool | None = None  # None: the config's norm_topk_prob (default False)
-
-
-# Published Qwen and OLMoE configs say num_experts; transformers 5 writes num_local_experts.
-_EXPERTS = ("num_experts", "num_local_experts")
-ARCHS: dict[str, Arch] = {
-    "qwen3_moe": Arch("mlp", ("gate_proj", "up_proj", "down_proj"), _EXPERTS,
-                      "moe_intermediate_size", qk_norm="head"),
-    "qwen2_moe": Arch("mlp", ("gate_proj", "up_proj", "down_proj"), _EXPERTS,
-                      "moe_intermediate_size"),
-    "olmoe": Arch("mlp", ("gate_proj", "up_proj", "down_proj"), _EXPERTS,
-                  "intermediate_size", qk_norm="full"),
-    "mixtral": Arch("block_sparse_moe", ("w1", "w3", "w2"), ("num_local_experts",),
-                    "intermediate_size", norm_topk=True),
-}
-SUPPORTED_ARCHS = tuple(ARCHS)
-EXPERT_PARTS = ("gate", "up", "down")
-FOLDER = ("a model folder holds a Hugging Face MoE checkpoint: config.json and its "
-          "*.safetensors weights")
 
 
 # Devices where one token's attention has fixed shapes (its position a device tensor), so a
 # layer's step can be captured once and replayed: CUDA graphs. The same code runs eagerly
 # anywhere, which is how the CPU tests check it.
 FIXED_SHAPES = {"cuda"}
-
-
-class ModelError(ValueError):
-    """A model folder that cannot be used. The message names the file, what is wrong with
-    it and what is allowed: it is the one line a command prints."""
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    arch: str
-    vocab_size: int
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    num_experts: int
-    top_k: int
-    expert_width: int
-    rms_eps: float = 1e-6
-    rope_theta: float = 1_000_000.0
-    norm_topk_prob: bool = True
-    clip_qkv: float | None = None
-
-    @property
-    def spec(self) -> Arch:
-        return ARCHS[self.arch]
-
-    def expert_key(self, layer: int, expert: int, part: str) -> str:
-        """Tensor name of one expert matrix (part: gate, up or down)."""
-        name = self.spec.parts[EXPERT_PARTS.index(part)]
-        return f"model.layers.{layer}.{self.spec.moe}.experts.{expert}.{name}.weight"
-
-    def router_key(self, layer: int) -> str:
-        return f"model.layers.{layer}.{self.spec.moe}.gate.weight"
-
-    @classmethod
-    def from_hf(cls, cfg: dict) -> ModelConfig:
-        """Raises ModelError naming the key that is wrong (the caller adds the file)."""
-        arch = cfg.get("model_type", "?")
-        if arch not in ARCHS:
-            raise ModelError(f"model_type {arch!r} is not supported: it is not one of the MoE "
-                             f"architectures {', '.join(SUPPORTED_ARCHS)}")
-        spec = ARCHS[arch]
-        step = cfg.get("decoder_sparse_step", 1)
-        if cfg.get("mlp_only_layers") or step not in (None, 1):
-            raise ModelError(f"{arch}: dense MLP layers (mlp_only_layers, decoder_sparse_step "
-                             f"{step}) are not supported; every layer must be a MoE layer")
-        experts = next((cfg[k] for k in spec.experts_key if cfg.get(k)), None)
-        if experts is None:
-            raise ModelError(f"none of {', '.join(spec.experts_key)} is set: a {arch} MoE "
-                             "config names its number of routed experts")
-        try:
-            return cls._from_keys(cfg, arch, spec, experts)
-        except KeyError as err:
-            raise ModelError(f"key {err.args[0]!r} is missing: a {arch} config has it") \
-                from None
-
-    @classmethod
-    def _from_keys(cls, cfg: dict, arch: str, spec: Arch, experts: int) -> ModelConfig:
-        sizes = ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                 "num_experts_per_tok", spec.width_key]
-        sizes += [k for k in ("num_key_value_heads", "head_dim") if cfg.get(k) is not None]
-        for key in sizes:
-            value = cfg[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ModelError(f"{key} = {value!r}: it must be a whole number >= 1")
-        if isinstance(experts, bool) or not isinstance(experts, int) or experts < 1:
-            raise ModelError(f"the number of routed experts = {experts!r}: it must be a whole "
-                             "number >= 1")
-        heads = cfg["num_attention_heads"]
-        rope = cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta")
-        norm_topk = spec.norm_topk if spec.norm_topk is not None else \
-            cfg.get("norm_topk_prob", False)
-        return cls(
-            arch=arch,
-            vocab_size=cfg["vocab_size"],
-            hidden_size=cfg["hidden_size"],
-            num_layers=cfg["num_hidden_layers"],
-            num_heads=heads,
-            num_kv_heads=cfg.get("num_key_value_heads") or heads,
-            head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
-            num_experts=experts,
-            top_k=cfg["num_experts_per_tok"],
-            expert_width=cfg[spec.width_key],
-            rms_eps=cfg.get("rms_norm_eps", 1e-6),
-            rope_theta=rope or 10_000.0,
-            norm_topk_prob=bool(norm_topk),
-            clip_qkv=cfg.get("clip_qkv"),
-        )
-
-    @classmethod
-    def read(cls, folder: Path, raw: dict | None = None) -> ModelConfig:
-        """The config of a model folder (`raw`: its config.json, when already read)."""
-        raw = read_config(folder) if raw is None else raw
-        try:
-            return cls.from_hf(raw)
-        except ModelError as err:
-            raise ModelError(f"{Path(folder) / 'config.json'}: {err}") from None
-
-
-def read_config(folder: Path) -> dict:
-    """The folder's config.json as a dict; ModelError naming the file when there is none or
-    it is not a JSON object."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        what = "is a file" if folder.exists() else "does not exist"
-        raise ModelError(f"{folder} {what}: {FOLDER}")
-    path = folder / "config.json"
-    if not path.is_file():
-        raise ModelError(f"{path} is missing: {FOLDER}")
-    try:
-        cfg = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise ModelError(f"{path} is not readable JSON ({err}): {FOLDER}") from None
-    if not isinstance(cfg, dict):
-        raise ModelError(f"{path} holds a JSON {type(cfg).__name__}, not an object: {FOLDER}")
-    return cfg
 
 
 def compute_dtype(weights: torch.dtype, device: torch.device) -> torch.dtype:

@@ -33,7 +33,7 @@ from tuner.engine import synth
 from tuner.engine.budgets import by_layer, slot_gains
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.decode import Engine
-from tuner.engine.model import ModelError
+from tuner.engine.model_config import ModelError
 from tuner.engine.snapshot import Experts, Snapshot
 from tuner.engine.trace_format import Trace
 from tuner.engine.verify import find_bad_expert

@@ -19,14 +19,21 @@ T tokens in order, L layers in order; replay walks them in exactly that order.
 from __future__ import annotations
 
 import json
+import math
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from numpy.lib import format as npy
+
+from tuner.engine import inputs
+from tuner.engine.model_config import LIMITS, memory_bytes
 
 ARRAYS = ("experts", "logits", "stale", "probs", "meta")
 SCORES = ("logits", "stale")  # optional float arrays [T, L, E]
+# A trace drives a model of its shape, so it has the sizes a model config may have.
+MAX_LAYERS, MAX_EXPERTS = LIMITS["num_hidden_layers"], LIMITS["experts"]
 
 
 class TraceError(ValueError):
@@ -76,9 +83,23 @@ class Trace:
         if ex.ndim != 3 or not np.issubdtype(ex.dtype, np.integer):
             raise TraceError(f"{where}: 'experts' must be an integer array [tokens, layers, k],"
                              f" got {ex.dtype} of shape {ex.shape}")
+        T, L, K = ex.shape
+        if not (T >= 1 and 1 <= L <= MAX_LAYERS and K >= 1):
+            raise TraceError(f"{where}: 'experts' has shape {ex.shape}; a trace holds at least "
+                             f"one token, 1 to {MAX_LAYERS} layers and one routed slot")
         n = self.meta.get("num_experts")
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise TraceError(f"{where}: meta 'num_experts' must be an integer >= 1, got {n!r}")
+        if type(n) is not int or not 1 <= n <= MAX_EXPERTS:
+            raise TraceError(f"{where}: meta 'num_experts' must be an integer from 1 to "
+                             f"{MAX_EXPERTS:,}, got {n!r}")
+        size = self.meta.get("expert_bytes")
+        if size is not None and (type(size) is not int or size < 0):
+            raise TraceError(f"{where}: meta 'expert_bytes' must be an integer >= 0 (0: not "
+                             f"known), got {size!r}")
+        starts = self.meta.get("sequence_starts") or [0]
+        if not isinstance(starts, list) or not all(type(t) is int and 0 <= t < T
+                                                   for t in starts):
+            raise TraceError(f"{where}: meta 'sequence_starts' must be a list of token "
+                             f"indices from 0 to {T - 1}")
         bad = np.argwhere((ex < -1) | (ex >= n))
         if len(bad):
             t, l, r = bad[0]
@@ -90,10 +111,11 @@ class Trace:
             t, l, r = dup[0]
             raise TraceError(f"{where}: token {t}, layer {l} names expert {ordered[t, l, r + 1]}"
                              " twice; a routing names each expert at most once")
-        T, L, K = ex.shape
         for name, arr, shape in (("logits", self.logits, (T, L, n)),
                                  ("stale", self.stale, (T, L, n)),
                                  ("probs", self.probs, (T, L, K))):
+            if arr is not None and not np.issubdtype(arr.dtype, np.floating):
+                raise TraceError(f"{where}: '{name}' must be a float array, got {arr.dtype}")
             if arr is not None and arr.shape != shape:
                 raise TraceError(f"{where}: '{name}' has shape {arr.shape}; with experts "
                                  f"{ex.shape} and num_experts {n} it must be {shape}")
@@ -112,23 +134,31 @@ def save(trace: Trace, path: Path) -> None:
 
 def load(path: Path) -> Trace:
     where = str(path)
-    if Path(path).is_file() and not zipfile.is_zipfile(path):
+    try:
+        what = inputs.kind(path)
+    except inputs.PathError as err:
+        raise TraceError(f"trace {err}") from None
+    if what != "file":
+        raise TraceError(f"{where}: no such file" if what == "missing" else
+                         f"{where} is not a file: a trace is an .npz file")
+    if not zipfile.is_zipfile(path):
         raise TraceError(f"{where} is not a trace: a trace is the .npz archive `tuner trace "
                          "record` or `tuner trace import` writes; to bring a route log in, "
                          f"run `tuner trace import jsonl|vllm|csv {where} -o trace.npz`")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {name: z[name] for name in z.files}
-    except FileNotFoundError:
-        raise TraceError(f"{where}: no such file") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as err:
+        names = check_headers(path)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise TraceError(f"{where}: not a trace (.npz) file: {err}") from None
-    unknown = sorted(set(arrays) - set(ARRAYS))
-    if unknown or "experts" not in arrays or "meta" not in arrays:
-        raise TraceError(f"{where}: holds {sorted(arrays)}; a trace holds 'experts' and "
+    if set(names) - set(ARRAYS) or "experts" not in names or "meta" not in names:
+        raise TraceError(f"{where}: holds {sorted(names)}; a trace holds 'experts' and "
                          "'meta', optionally 'logits', 'stale' and 'probs'")
     try:
-        meta = json.loads(str(arrays["meta"]))
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {name: z[name] for name in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise TraceError(f"{where}: not a trace (.npz) file: {err}") from None
+    try:
+        meta = inputs.loads(str(arrays["meta"]))
     except json.JSONDecodeError as err:
         raise TraceError(f"{where}: 'meta' is not JSON: {err}") from None
     if not isinstance(meta, dict):
@@ -137,3 +167,33 @@ def load(path: Path) -> Trace:
                   arrays.get("stale"))
     trace.check(where)
     return trace
+
+
+def check_headers(path: Path) -> list[str]:
+    """The names of the arrays of an .npz, once every array's header was read and found to
+    describe the bytes stored for it (an array is allocated at the size its header gives
+    before it is read, so a header claiming 2**48 tokens would otherwise fail as a
+    MemoryError) and all of them to fit in this machine's memory. ValueError saying which
+    array is wrong."""
+    names, total = [], 0
+    with zipfile.ZipFile(path) as z:
+        for info in z.infolist():
+            name = info.filename.removesuffix(".npy")
+            with z.open(info) as f:
+                version = npy.read_magic(f)
+                if version not in ((1, 0), (2, 0)):
+                    raise ValueError(f"array {name!r}: .npy format {version} is not read")
+                read = npy.read_array_header_1_0 if version == (1, 0) else \
+                    npy.read_array_header_2_0
+                shape, _, dtype = read(f)
+                stored = info.file_size - f.tell()
+            claimed = math.prod(shape) * dtype.itemsize
+            if dtype.hasobject or claimed != stored:
+                raise ValueError(f"array {name!r}: its header says {dtype} of shape {shape}, "
+                                 f"{claimed:,} bytes; {stored:,} are stored")
+            names.append(name)
+            total += claimed
+    if total > memory_bytes():
+        raise ValueError(f"its arrays take {total:,} bytes, more than this machine's "
+                         f"{memory_bytes():,} bytes of memory")
+    return names

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
+from tuner.engine import inputs
 
 MAX_TOKENS = (1, 65536)  # allowed range of a turn's max_tokens
 DEFAULT_MAX_TOKENS = 64
@@ -54,20 +54,34 @@ class Workload:
                 yield from enumerate(conversation)
 
 
-def _topic_prompt(g: torch.Generator, topic: int, length: int, vocab: int,
-                  topics: int) -> tuple[int, ...]:
-    ids = torch.randint(0, max(1, vocab // topics), (length,), generator=g)
-    return tuple((ids * topics + topic).clamp(max=vocab - 1).tolist())
+class _Draws:
+    """Seeded draws from torch's generator, whose stream the built-in workloads' tokens are.
+    torch is imported here, when a workload is generated: settings check workload files,
+    and a command that never decodes does not load torch."""
+
+    def __init__(self, seed: int):
+        import torch
+
+        self.torch, self.g = torch, torch.Generator().manual_seed(seed)
+
+    def pick(self, n: int) -> int:
+        """One of 0..n-1."""
+        return int(self.torch.randint(0, n, (1,), generator=self.g))
+
+    def topic_prompt(self, topic: int, length: int, vocab: int,
+                     topics: int) -> tuple[int, ...]:
+        ids = self.torch.randint(0, max(1, vocab // topics), (length,), generator=self.g)
+        return tuple((ids * topics + topic).clamp(max=vocab - 1).tolist())
 
 
 def corpus(seed: int, vocab: int, topics: int) -> Workload:
     """The built-in corpus: prompts of one random topic each, generated until the context is
     full (what a session decodes when no workload is named)."""
-    g = torch.Generator().manual_seed(seed)
+    draws = _Draws(seed)
     convs = []
     for _ in range(CORPUS_SIZE):
-        topic = int(torch.randint(0, topics, (1,), generator=g))
-        convs.append((Turn(_topic_prompt(g, topic, CORPUS_PROMPT, vocab, topics), None),))
+        topic = draws.pick(topics)
+        convs.append((Turn(draws.topic_prompt(topic, CORPUS_PROMPT, vocab, topics), None),))
     return Workload("corpus", tuple(convs))
 
 
@@ -77,11 +91,11 @@ def _chat(name: str, seed: int, vocab: int, topics: int, shifted: bool, conversa
     other topics otherwise."""
     bands = max(topics, 4)  # a model without topics: id bands stand in for them
     pool = [t for t in range(bands) if (t % 4 == 3) == shifted]
-    g = torch.Generator().manual_seed(seed)
+    draws = _Draws(seed)
     convs = []
     for _ in range(conversations):
-        topic = pool[int(torch.randint(0, len(pool), (1,), generator=g))]
-        convs.append(tuple(Turn(_topic_prompt(g, topic, prompt, vocab, bands), max_tokens)
+        topic = pool[draws.pick(len(pool))]
+        convs.append(tuple(Turn(draws.topic_prompt(topic, prompt, vocab, bands), max_tokens)
                            for _ in range(turns)))
     return Workload(name, tuple(convs))
 
@@ -117,7 +131,7 @@ def _max_tokens(obj: dict) -> int:
 
 def _conversation(line: str) -> tuple[Turn, ...]:
     try:
-        obj = json.loads(line)
+        obj = inputs.loads(line)
     except json.JSONDecodeError as err:
         raise ValueError(f"not JSON ({err.msg} at column {err.colno})") from None
     if not isinstance(obj, dict):
@@ -163,9 +177,13 @@ def check(spec: str) -> None:
 
 
 def _file(spec: str) -> Path:
-    if not Path(spec).is_file():
-        raise WorkloadError(f"workload {spec!r} is neither a built-in ({', '.join(NAMES)}) "
-                            "nor a file")
+    try:
+        there = inputs.kind(spec) == "file"
+    except inputs.PathError as err:
+        raise WorkloadError(f"workload {err}") from None
+    if not there:
+        raise WorkloadError(f"workload {inputs.shown(spec)} is neither a built-in "
+                            f"({', '.join(NAMES)}) nor a file")
     return Path(spec)
 
 

@@ -36,6 +36,15 @@ REPEATED = ("hit_rate", "sync_misses", "bytes_per_token", "output_hash", "qualit
 ARM_FORMS = "an arm is a preset name, a .toml file or knob=value pairs separated by commas"
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) stopped an A/B: `runs` are those measured before it, `planned`
+    how many there were to be."""
+
+    def __init__(self, runs: list[dict[str, Any]], planned: int):
+        super().__init__()
+        self.runs, self.planned = runs, planned
+
+
 def parse_overrides(text: str) -> dict[str, str]:
     changes = {}
     for part in (p.strip() for p in text.split(",")):
@@ -100,19 +109,33 @@ def repeated(runs: list[dict]) -> dict[str, Any]:
 
 
 def _pairs(a: Settings, b: Settings, pairs: int, tokens: int, workload: str, first: int,
-           total: int, progress: Callable[[int, int, dict], None] | None) -> dict[str, Any]:
-    """A B A B ... A on one workload, compared."""
+           total: int, progress: Callable[[int, int, dict], None] | None,
+           measured: list[dict[str, Any]]) -> dict[str, Any]:
+    """A B A B ... A on one workload, compared; each run is also added to `measured`."""
     runs = []
     for i, arm in enumerate(schedule(pairs), first):
         run = {"run": i, "arm": arm, "workload": workload,
                **run_once(a if arm == "A" else b, tokens)}
         runs.append(run)
+        measured.append(run)
         if progress:
             progress(i, total, run)
     result = compare([r["ms_per_token"] for r in runs])
     for arm in ("A", "B"):
         result["arms"][arm].update(repeated([r for r in runs if r["arm"] == arm]))
     return {"workload": workload, "runs": runs, **result}
+
+
+def span_notes(runs: list[dict[str, Any]], tokens: int) -> list[str]:
+    """What a run's span of `tokens` leaves unmeasured, said once: a span within the first
+    prompt is all prefill, so no decode speed, KL or top-1 agreement."""
+    decoded = min(r["phases"]["decode"]["tokens"] for r in runs)
+    if decoded:
+        return []
+    prompt = max(r["phases"]["prefill"]["tokens"] for r in runs)
+    return [f"no run decoded a token: each run's {tokens} tokens were prompt ({prompt} "
+            f"prefilled), so the comparison is of prefill alone and KL and top-1 agreement "
+            f"were not measured; give more tokens than the prompt, e.g. {prompt + tokens}"]
 
 
 def run_ab(a: Settings, b: Settings, pairs: int, tokens: int, warmup: int = 1,
@@ -122,16 +145,22 @@ def run_ab(a: Settings, b: Settings, pairs: int, tokens: int, warmup: int = 1,
     """Runs A B A B ... A on each workload (default: the one A's settings name) and
     compares them; `rules` names a rule set (rules.py) and `max_kl` / `min_agreement` the
     quality gate, whose outcomes per workload and phase decide the verdict.
-    `progress(i, n, run)` after each run."""
+    `progress(i, n, run)` after each run. Ctrl-C raises Interrupted with the runs measured
+    so far."""
     rule_list = ruleset(rules, max_kl, min_agreement)
     label = ruleset_label(rules, rule_list)
     names = list(workloads or [a.workload])
     arms = {w: (apply(a, {"workload": w}), apply(b, {"workload": w})) for w in names}
     per = len(schedule(pairs))
-    for _ in range(warmup):  # page cache and lazy initialisation, paid before measuring
-        run_once(arms[names[0]][0], tokens)
-    results = [_pairs(*arms[w], pairs, tokens, w, 1 + i * per, per * len(names), progress)
-               for i, w in enumerate(names)]
+    measured: list[dict[str, Any]] = []
+    try:
+        for _ in range(warmup):  # page cache and lazy initialisation, paid before measuring
+            run_once(arms[names[0]][0], tokens)
+        results = [_pairs(*arms[w], pairs, tokens, w, 1 + i * per, per * len(names),
+                          progress, measured)
+                   for i, w in enumerate(names)]
+    except KeyboardInterrupt:
+        raise Interrupted(measured, per * len(names)) from None
     lossy = {"A": lossy_total(a), "B": lossy_total(b)}
     outcomes = [o for r in results for o in evaluate(rule_list, r["workload"], r["runs"],
                                                      lossy)]
@@ -147,4 +176,5 @@ def run_ab(a: Settings, b: Settings, pairs: int, tokens: int, warmup: int = 1,
                             "B": first["runs"][1]["arena_slots"]},
             "knob_diff": knob_diff(a, b), **first,
             "runs": [run for r in results for run in r["runs"]],
-            "workloads": results, "rules": label, "outcomes": outcomes, "verdict": final}
+            "workloads": results, "rules": label, "outcomes": outcomes, "verdict": final,
+            "notes": span_notes([run for r in results for run in r["runs"]], tokens)}

@@ -19,8 +19,6 @@ from __future__ import annotations
 import math
 import statistics
 
-from scipy.stats import t as student_t
-
 CONFIDENCE = 0.95  # of the interval the mean pair difference must clear
 
 
@@ -66,6 +64,8 @@ def compare(ms: list[float]) -> dict:
     if pairs < 2:
         reasons.append("one pair gives no spread of the pair differences: run 2 or more")
     else:
+        from scipy.stats import t as student_t  # 2 s to import: only when a verdict is due
+
         half = round(student_t.ppf((1 + CONFIDENCE) / 2, pairs - 1) * pair_stdev
                      / math.sqrt(pairs), 4)
         if half >= abs(diff):

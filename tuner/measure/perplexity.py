@@ -15,6 +15,7 @@ seed, so it is the same for every run and made of the demo tokenizer's words.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -25,13 +26,16 @@ from tuner.engine.session import Session, load_tokenizer
 from tuner.engine.workload import corpus
 from tuner.knobs import Config
 
+Progress = Callable[[int, int], None]  # (positions done, of how many)
+
 DEMO_SEED = 0
 DEMO_TEMPERATURE = 1.0
 
 
-def demo_text(ckpt: Checkpoint, tokens: int, seed: int = DEMO_SEED) -> str:
+def demo_text(ckpt: Checkpoint, tokens: int, seed: int = DEMO_SEED,
+              progress: Progress | None = None) -> str:
     """`tokens` words sampled from the exact model, after the built-in corpus's first
-    prompt."""
+    prompt; `progress(done, total)` after each."""
     tokenizer = load_tokenizer(ckpt.folder)
     if tokenizer is None:
         raise ValueError(f"{ckpt.folder} has no tokenizer.json: give --text FILE")
@@ -45,12 +49,15 @@ def demo_text(ckpt: Checkpoint, tokens: int, seed: int = DEMO_SEED) -> str:
         if pos + 1 >= len(ids):
             probs = torch.softmax(logits / DEMO_TEMPERATURE, -1)
             ids.append(int(torch.multinomial(probs, 1, generator=g)))
+        if progress:
+            progress(pos + 1, tokens - 1)
     return tokenizer.decode(ids)
 
 
-def evaluate(cfg: Config, text: str) -> dict:
+def evaluate(cfg: Config, text: str, progress: Progress | None = None) -> dict:
     """Perplexity, exact perplexity, KL, top-1 agreement and the engine's figures of
-    `text` at settings `cfg` (the quality probe is switched on for every token)."""
+    `text` at settings `cfg` (the quality probe is switched on for every token);
+    `progress(done, total)` after each position."""
     session = Session(replace(cfg, quality_every=1), prompt=text)
     try:
         ids = session.token_ids(text)
@@ -58,9 +65,11 @@ def evaluate(cfg: Config, text: str) -> dict:
             raise ValueError(f"the text is {len(ids)} token(s) long; perplexity needs at "
                              "least 2")
         served_nll = exact_nll = 0.0
-        for nxt, served, exact in session.forced(ids):
+        for done, (nxt, served, exact) in enumerate(session.forced(ids), 1):
             served_nll -= float(served.double().log_softmax(-1)[nxt])
             exact_nll -= float(exact.double().log_softmax(-1)[nxt])
+            if progress:
+                progress(done, len(ids) - 1)
         snap = session.snapshot()
     finally:
         session.engine.close()

@@ -4,18 +4,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from tuner.format import figure, knob_text
+
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1f} %"
 
 
 def knob_change(r: dict[str, Any]) -> str:
-    diff = ", ".join(f"{d['knob']} {d['a']!r} -> {d['b']!r}" for d in r["knob_diff"])
+    diff = ", ".join(f"{d['knob']} {knob_text(d['a'])} -> {knob_text(d['b'])}"
+                     for d in r["knob_diff"])
     return diff or "identical settings"
 
 
 def _num(value: float | None, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
+
+
+def repeated_figure(value: Any, unit: str = "") -> str:
+    """An arm's counter: one figure where its runs agree, else each run's ("-" where a run
+    measured none)."""
+    if isinstance(value, list):
+        return " / ".join(figure(v, unit) for v in value)
+    return figure(value, unit)
 
 
 def _timing_lines(r: dict[str, Any]) -> list[str]:
@@ -27,9 +38,10 @@ def _timing_lines(r: dict[str, Any]) -> list[str]:
         same = ("identical in every run" if s["identical"] else
                 f"NOT identical across runs ({', '.join(s['differ'])} differ)")
         lines.append(f"arm {arm}: {s['mean']:.3f} ms/token mean, stdev {stdev} over "
-                     f"{len(s['runs'])} runs; hit rate {s['hit_rate']} %, "
-                     f"{s['bytes_per_token']} bytes/token, KL {s['quality_kl']} nats/token, "
-                     f"top-1 agreement {s['top1_agreement']} %: {same}")
+                     f"{len(s['runs'])} runs; hit rate {repeated_figure(s['hit_rate'])} %, "
+                     f"{repeated_figure(s['bytes_per_token'])} bytes/token, KL "
+                     f"{repeated_figure(s['quality_kl'])} nats/token, top-1 agreement "
+                     f"{repeated_figure(s['top1_agreement'], '%')} %: {same}")
     lines += [f"pair {p['pair']}: B - A = {p['diff']:+.3f} ms/token ({_pct(p['pct'])}), "
               f"{p['sign']}" for p in r["pair_diffs"]]
     lines.append(f"mean difference B - A {r['diff']:+.3f} ms/token ({_pct(r['diff_pct'])}); "
@@ -56,8 +68,9 @@ def phase_lines(r: dict[str, Any]) -> list[str]:
 def result_lines(r: dict[str, Any]) -> list[str]:
     """The timing figures of each workload, the rules' outcomes and the verdict."""
     workloads = r.get("workloads") or [r]
+    notes = [f"note: {n}" for n in r.get("notes", [])]
     if len(workloads) == 1 and not r.get("rules"):
-        return _timing_lines(r) + [f"verdict: {r['verdict']}"]
+        return _timing_lines(r) + notes + [f"verdict: {r['verdict']}"]
     lines = []
     for w in workloads:
         lines.append(f"workload {w['workload']}:")
@@ -68,5 +81,4 @@ def result_lines(r: dict[str, Any]) -> list[str]:
         lines.append(f"  {'workload':<12} {'phase':<8} {'rule':<14} {'outcome':<7} reason")
         lines += [f"  {o['workload']:<12} {o['phase']:<8} {o['rule']:<14} {o['status']:<7} "
                   f"{o['reason']}" for o in r["outcomes"]]
-    lines.append(f"verdict: {r['verdict']}")
-    return lines
+    return lines + notes + [f"verdict: {r['verdict']}"]

@@ -20,7 +20,7 @@ import optuna
 from tuner.settings import Settings, SettingsError, apply
 from tuner.tune.guards import Guard, rejection
 from tuner.tune.space import Space
-from tuner.tune.study import row
+from tuner.tune.study import driver, row
 from tuner.tune.worker import OBJECTIVES, Stopped, TrialWorker
 
 FAIL = optuna.trial.TrialState.FAIL
@@ -104,14 +104,19 @@ def run_trials(study: optuna.Study, space: Space, base: Settings, pool: Pool, tr
     waiting: dict[int, tuple[optuna.Trial, Settings]] = {}  # measured or running, not told
     asked = 0
 
+    # A trial stays in `waiting` until the study was told about it, so a stop at any
+    # point (SIGTERM lands between any two lines) finds it there and fails it.
     def tell(results: list[dict[str, Any]]) -> None:
         for result in results:
-            trial, settings = waiting.pop(result["number"])
+            trial, settings = waiting[result["number"]]
             judge(study, trial, settings, result, objective, guards)
+            del waiting[result["number"]]
             on_event("done", row(study.trials[trial.number]), study)
 
     def fail_waiting(reason: str) -> None:
         for trial, _ in waiting.values():  # kept as failed, never scored
+            if study.trials[trial.number].state.is_finished():
+                continue  # told just before the stop
             trial.set_user_attr("rejected", reason)
             study.tell(trial, state=FAIL)
             on_event("done", row(study.trials[trial.number]), study)
@@ -120,6 +125,8 @@ def run_trials(study: optuna.Study, space: Space, base: Settings, pool: Pool, tr
         while True:
             while idle and asked < trials and not stop.is_set():
                 trial, asked = study.ask(), asked + 1
+                waiting[trial.number] = (trial, base)
+                trial.set_user_attr("driver", driver())
                 with warnings.catch_warnings():  # trial 0 runs the baseline's own values,
                     warnings.filterwarnings(  # which may lie outside a range on purpose
                         "ignore", message="Fixed parameter .* is out of range")
@@ -129,6 +136,7 @@ def run_trials(study: optuna.Study, space: Space, base: Settings, pool: Pool, tr
                 except SettingsError as err:  # a combination the knobs do not allow
                     trial.set_user_attr("rejected", f"settings: {err}")
                     study.tell(trial, state=FAIL)
+                    del waiting[trial.number]
                     on_event("done", row(study.trials[trial.number]), study)
                     continue
                 worker = idle.pop(0)

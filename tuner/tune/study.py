@@ -10,6 +10,8 @@ pairing.
 
 from __future__ import annotations
 
+import os
+import socket
 import warnings
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from tuner.tune.space import knob_values
 from tuner.tune.worker import OBJECTIVES
 
 BYTES = "bytes/token"
+RUNNING = optuna.trial.TrialState.RUNNING
 
 
 class TuneError(ValueError):
@@ -66,7 +69,36 @@ def open_study(storage: str, name: str, spec: dict[str, Any], seed: int) -> optu
         raise TuneError(f"study {name!r} in {storage} was run with other "
                         f"{', '.join(differ)} ({', '.join(f'{k}: {old.get(k)!r}' for k in differ)}"
                         f"); give the same to resume it, or name a new --study")
+    fail_abandoned(study)
     return study
+
+
+def driver() -> str:
+    """Who asks for trials: host:pid of the tune's process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def fail_abandoned(study: optuna.Study) -> None:
+    """Marks failed the trials still running for a tune process of this host that is gone
+    (killed before it could tell the study), with the reason, so they are not left running
+    forever; a running trial of another host's tune, or of a live one, is left alone."""
+    host = socket.gethostname()
+    for t in study.get_trials(deepcopy=False, states=(RUNNING,)):
+        owner, _, pid = (t.user_attrs.get("driver") or f"{host}:").partition(":")
+        if owner == host and not (pid.isdigit() and _alive(int(pid))):
+            optuna.trial.Trial(study, t._trial_id).set_user_attr(
+                "rejected", "abandoned: the tune running it ended before it was measured")
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process of that id
+        return True
+    return True
 
 
 def _load(storage: str, name: str) -> optuna.Study | None:

@@ -8,7 +8,9 @@ is what costs CPU, and in the embedded mode that CPU is the engine's.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -104,8 +106,19 @@ class TunerApp(App[int]):
         self.state: State = {"version": 0, "settings": {}, "state": ""}
         self._painted: tuple | None = None
         self._log_handlers: list[logging.Handler] = []
+        self.interrupted = False  # ended by SIGTERM: the command reports it as Ctrl-C
+
+    def _terminate(self) -> None:
+        self.interrupted = True
+        self.exit()
 
     async def on_mount(self) -> None:
+        # SIGTERM quits as the quit key does, restoring the terminal; a KeyboardInterrupt
+        # raised inside Textual's loop would leave it in application mode.
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self._terminate)
+        except (ValueError, RuntimeError):  # not the main thread: signals are not ours
+            pass
         root = logging.getLogger()
         self._log_handlers, root.handlers = root.handlers, [NotifyHandler(self)]
         await self.backend.open()
@@ -120,6 +133,7 @@ class TunerApp(App[int]):
         await self.switch_mode("overview")
 
     async def on_unmount(self) -> None:
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
         await self.backend.close()
         logging.getLogger().handlers = self._log_handlers
 

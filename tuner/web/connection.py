@@ -19,7 +19,7 @@ from fastapi import WebSocket, WebSocketDisconnect
 
 from tuner.web.gate import who
 from tuner.web.hub import Frame, Hub, Outbox, send_loop
-from tuner.web.limits import MAX_BODY, too_deep
+from tuner.web.limits import MAX_BODY, json_problem
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ async def _receive(ws: WebSocket, outbox: Outbox, handle: Handler) -> int:
         elif len(text) > MAX_BODY:
             problem = f"message over the limit of {MAX_BODY} bytes"
         else:
-            problem = too_deep(text)
+            problem = json_problem(text)
         if problem:
             outbox.reply(request_error(None, problem))
             continue

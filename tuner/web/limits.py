@@ -1,8 +1,15 @@
 """Limits on what a client sends, enforced before any route reads it: size and, for JSON,
 how deeply arrays and objects nest (Python's parser recurses, so a body nested thousands
-deep would otherwise exhaust the stack). The websocket applies the same limits."""
+deep would otherwise exhaust the stack) and that an answer quoting it can be encoded: its
+strings Unicode text (JSON's escapes can spell a lone surrogate, "\\ud800", which UTF-8
+cannot carry) and its integers within 64 bits (what JSON encoders write). The websocket
+applies the same limits."""
 
 from __future__ import annotations
+
+import json
+import re
+from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -33,10 +40,45 @@ def depth(text: str) -> int:
     return deepest
 
 
-def too_deep(text: str) -> str | None:
-    """The refusal of a JSON text nested deeper than MAX_DEPTH, or None."""
+# What may spell a value no answer can carry: a surrogate's escape, or a run of digits as
+# long as a 64-bit integer's. A text with neither is parsed no further here.
+_SUSPECT = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\d{19}")
+INT_RANGE = (-(2**63), 2**64 - 1)  # what JSON encoders write as an integer
+
+
+def unanswerable(value: Any) -> str | None:
+    """What in a parsed JSON value (keys included) no JSON answer quoting it could encode:
+    a string holding a lone surrogate (a pair of escapes decodes to one character and is
+    fine), or an integer beyond 64 bits; None when there is nothing."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return ("a lone surrogate in a string (an unpaired \\ud800-\\udfff escape); "
+                    "strings must be Unicode text")
+    elif isinstance(value, int) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        return "an integer beyond 64 bits; integers must be from -2**63 to 2**64 - 1"
+    elif isinstance(value, dict | list):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            problem = unanswerable(key) or unanswerable(item)
+            if problem:
+                return problem
+    return None
+
+
+def json_problem(text: str) -> str | None:
+    """The refusal of a JSON text nested deeper than MAX_DEPTH or holding what no answer
+    could carry, or None (also for a text that is not JSON: its reader reports that)."""
     if text.count("[") + text.count("{") > MAX_DEPTH and depth(text) > MAX_DEPTH:
         return f"JSON nested deeper than the limit of {MAX_DEPTH} levels"
+    if _SUSPECT.search(text):
+        try:
+            problem = unanswerable(json.loads(text))
+        except ValueError:
+            return None
+        if problem:
+            return f"JSON with {problem}"
     return None
 
 
@@ -64,9 +106,9 @@ class BodyLimit:
                 return await self._refuse(scope, receive, send)
             if not message.get("more_body"):
                 break
-        deep = too_deep(body.decode(errors="replace"))
-        if deep:
-            response = JSONResponse({"detail": f"request body is {deep}"}, status_code=400)
+        problem = json_problem(body.decode(errors="replace"))
+        if problem:
+            response = JSONResponse({"detail": f"request body is {problem}"}, status_code=400)
             return await response(scope, receive, send)
         replayed = False
 

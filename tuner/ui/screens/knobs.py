@@ -3,9 +3,11 @@
 Each edit goes to the backend as a change of that one knob: a switch or a choice at once,
 a typed value when the field is left (enter, tab or a click elsewhere), so typed text is
 never dropped unseen; escape leaves the field and puts back what the engine runs. Once out
-of a field the app's keys (1-5, p, r, ...) work again. Accepted: the form takes the
-settings the engine now runs. Rejected: the field shows the engine's message and goes back
-to the value the engine still runs, since nothing was applied.
+of a field the app's keys (1-5, p, r, ...) work again, and tab goes on from the field left.
+The screen opens in its first field, so what is typed there is a value, never a key that
+switches screens. Accepted: the form takes the settings the engine now runs. Rejected: the
+field shows the engine's message and goes back to the value the engine still runs, since
+nothing was applied.
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ class KnobsScreen(SnapshotScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "leave_field", "Leave field",
                 tooltip="leave a field being typed in, putting back what the engine runs"),
+        Binding("tab", "next_field(1)", "Next field", show=False),
+        Binding("shift+tab", "next_field(-1)", "Previous field", show=False),
     ]
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self.shown_version = 0
+        self.left: KnobField | None = None  # the field enter or escape left, for tab
 
     def compose_body(self) -> ComposeResult:
         settings = self.app.state["settings"]
@@ -48,6 +53,25 @@ class KnobsScreen(SnapshotScreen):
 
     def on_mount(self) -> None:
         self._form_problem("")
+        self.query(KnobField).first().control.focus()
+
+    def _leave(self, field: KnobField) -> None:
+        """Focus to the form, out of the field: the app's keys work; tab goes on from it."""
+        self.left = field
+        self.query_one("#knob-form").focus()
+
+    def action_next_field(self, step: int) -> None:
+        """Tab: the field after the one left by enter or escape, else the next widget."""
+        if self.left is None or self.app.focused is not self.query_one("#knob-form"):
+            if step > 0:
+                self.focus_next()
+            else:
+                self.focus_previous()
+            return
+        fields = list(self.query(KnobField))
+        field = fields[(fields.index(self.left) + step) % len(fields)]
+        field.control.focus()
+        field.scroll_visible()
 
     def fields(self) -> dict[str, KnobField]:
         return {f.knob: f for f in self.query(KnobField)}
@@ -71,7 +95,7 @@ class KnobsScreen(SnapshotScreen):
 
     def on_knob_field_edited(self, event: KnobField.Edited) -> None:
         if isinstance(event.field.control, Input):
-            self.query_one("#knob-form").focus()  # leaving the field applies it (below)
+            self._leave(event.field)  # leaving the field applies it (below)
             return
         self._edit(event.field, event.value)
 
@@ -92,7 +116,7 @@ class KnobsScreen(SnapshotScreen):
         if isinstance(focused, Input) and isinstance(focused.parent, KnobField):
             field = focused.parent
             field.set_value(self.app.state["settings"].get(field.knob))
-            self.query_one("#knob-form").focus()
+            self._leave(field)
 
     def submit(self, changes: Mapping[str, Any]) -> None:
         self.run_worker(self._apply(dict(changes)), group="apply")

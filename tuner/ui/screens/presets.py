@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
+from tuner.format import knob_text
 from tuner.ui.backend import FAILED, Conflict
 from tuner.ui.screens.ab import ABScreen
 from tuner.ui.screens.ab_dialog import ABDialog, ABRequest
@@ -19,7 +20,7 @@ from tuner.ui.screens.save_preset import SavePresetScreen
 
 
 def knob_summary(knobs: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in knobs.items()) or "(engine defaults)"
+    return ", ".join(f"{k}={knob_text(v)}" for k, v in knobs.items()) or "(engine defaults)"
 
 
 class PresetsScreen(SnapshotScreen):
@@ -103,7 +104,7 @@ class PresetsScreen(SnapshotScreen):
         table = self.query_one("#preset-diff", DataTable)
         table.clear()
         for row in rows:
-            table.add_row(row["knob"], row["env"], repr(row["a"]), repr(row["b"]))
+            table.add_row(row["knob"], row["env"], knob_text(row["a"]), knob_text(row["b"]))
         title = (f"{name} would change {len(rows)} knob{'s' if len(rows) != 1 else ''}:"
                  if rows else f"{name} matches the current settings")
         self.query_one("#diff-title", Static).update(title)

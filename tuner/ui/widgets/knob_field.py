@@ -16,14 +16,11 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
+from tuner.format import knob_text
+
 
 def as_text(value: Any) -> str:
     return "" if value is None else str(value)
-
-
-def on_off(value: Any) -> str:
-    """A switch's state in words: its colour alone does not say it to everyone."""
-    return "on" if value else "off"
 
 
 class KnobField(Grid):
@@ -59,7 +56,7 @@ class KnobField(Grid):
         if isinstance(self.control, Switch):
             with Horizontal(classes="knob-switch"):
                 yield self.control
-                yield Label(on_off(self.control.value), classes="switch-state")
+                yield Label(knob_text(self.control.value), classes="switch-state")
         else:
             yield self.control
         allowed = spec["allowed"] + (f" {spec['unit']}" if spec["unit"] else "")
@@ -72,7 +69,7 @@ class KnobField(Grid):
 
     def on_switch_changed(self, event: Switch.Changed) -> None:
         event.stop()
-        self.query_one(".switch-state", Label).update(on_off(event.value))
+        self.query_one(".switch-state", Label).update(knob_text(event.value))
         self.post_message(self.Edited(self, event.value))
 
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -97,7 +94,7 @@ class KnobField(Grid):
             with self.prevent(Switch.Changed, Select.Changed):
                 control.value = shown
         if isinstance(control, Switch):
-            self.query_one(".switch-state", Label).update(on_off(shown))
+            self.query_one(".switch-state", Label).update(knob_text(shown))
 
     def show_problem(self, message: str | None) -> None:
         self.query_one(".knob-problem", Static).update(message or "")

@@ -15,8 +15,9 @@ from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS, PAIRS, TOKENS
 from tuner.control import ApplyTimeout, Controller
 from tuner.engine.counters import HEADLINES
 from tuner.engine.workload import NAMES as WORKLOADS
-from tuner.format import COLUMN_SETS, budgets_line
+from tuner.format import COLUMN_SETS, budgets_line, knob_text
 from tuner.knobs import BY_NAME, GROUPS, KNOBS
+from tuner.measure.report import repeated_figure
 from tuner.measure.rules import RULESETS
 from tuner.presets import PresetError, PresetExists
 from tuner.settings import SettingsError, from_texts
@@ -32,6 +33,8 @@ from tuner.web.tune_view import pareto_svg
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
+# a figure or a knob's value reads as it does everywhere else
+templates.env.filters.update(figure=repeated_figure, knob_text=knob_text)
 GROUPED = [(g, [k for k in KNOBS if k.group == g]) for g in GROUPS
            if any(k.group == g for k in KNOBS)]
 
