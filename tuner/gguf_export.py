@@ -93,23 +93,28 @@ def convert(folder: Path, out: Path, dtype: str | None = None) -> Written:
     vocab = word_vocabulary(ckpt)
     if vocab is None:
         return run_llama_converter(ckpt, Path(out), dtype)
+    scaling = ckpt.raw_config.get("rope_scaling") or ckpt.raw_config.get("rope_parameters")
+    if scaling and scaling.get("rope_type", scaling.get("type", "default")) != "default":
+        raise GGUFError(f"{folder}: rope scaling {scaling!r}: tuner's writer writes plain "
+                        "RoPE, as tuner's engine computes it; only rope_type default converts")
     plan = tensor_plan(ckpt, DTYPES[dtype][0])
     write(ckpt, Path(out), dtype, plan, vocab)
     return Written(Path(out), ckpt.config.arch, dtype, "tuner")
 
 
 def check_arch(ckpt: Checkpoint) -> None:
-    cfg, raw = ckpt.config, ckpt.raw_config
+    cfg = ckpt.config
     _, normalised = ARCHS[cfg.arch]
     if cfg.norm_topk_prob != normalised:
         raise GGUFError(f"{ckpt.folder}: norm_topk_prob = {cfg.norm_topk_prob}, but llama.cpp "
                         f"always computes {cfg.arch} with norm_topk_prob = {normalised}")
+    if cfg.arch == "olmoe" and cfg.num_kv_heads != cfg.num_heads:
+        raise GGUFError(f"{ckpt.folder}: num_key_value_heads = {cfg.num_kv_heads} of "
+                        f"{cfg.num_heads} heads: llama.cpp's OLMoE normalises k over every "
+                        "head; only num_key_value_heads = num_attention_heads converts")
     if cfg.clip_qkv is not None:
         raise GGUFError(f"{ckpt.folder}: clip_qkv = {cfg.clip_qkv}: llama.cpp's {cfg.arch} "
                         "does not clip q, k and v; only clip_qkv = null converts")
-    if raw.get("rope_scaling"):
-        raise GGUFError(f"{ckpt.folder}: rope_scaling = {raw['rope_scaling']!r}: tuner's "
-                        "engine has plain RoPE only; only rope_scaling = null converts")
 
 
 def word_vocabulary(ckpt: Checkpoint) -> tuple[list[str], list[int], int] | None:
@@ -229,8 +234,9 @@ def write(ckpt: Checkpoint, out: Path, dtype: str, plan: list[Planned],
     w.add_feed_forward_length(raw.get("intermediate_size", cfg.expert_width))
     w.add_head_count(cfg.num_heads)
     w.add_head_count_kv(cfg.num_kv_heads)
-    w.add_key_length(cfg.head_dim)
-    w.add_value_length(cfg.head_dim)
+    if raw.get("head_dim"):  # else llama.cpp takes hidden_size / heads, as tuner does
+        w.add_key_length(cfg.head_dim)
+        w.add_value_length(cfg.head_dim)
     w.add_rope_freq_base(cfg.rope_theta)
     w.add_layer_norm_rms_eps(cfg.rms_eps)
     w.add_expert_count(cfg.num_experts)

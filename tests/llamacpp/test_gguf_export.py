@@ -21,7 +21,7 @@ from tuner.gguf_export import WORD, GGUFError, convert
 F32, BF16 = gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.BF16
 # the tiny model in each architecture tuner's engine runs (Qwen2-MoE with its shared expert)
 ARCHS = {"qwen3_moe": synth.TINY,
-         "olmoe": replace(synth.TINY, name="tiny-olmoe", arch="olmoe"),
+         "olmoe": replace(synth.TINY, name="tiny-olmoe", arch="olmoe", num_kv_heads=2),
          "mixtral": replace(synth.TINY, name="tiny-mixtral", arch="mixtral"),
          "qwen2_moe": replace(synth.TINY, name="tiny-qwen2", arch="qwen2_moe", shared_width=48)}
 
@@ -175,8 +175,10 @@ def edited(models, tmp_path, arch="qwen3_moe", config=None, tokenizer=None):
     ("qwen3_moe", {"norm_topk_prob": False},
      "norm_topk_prob = False, but llama.cpp always computes qwen3_moe with norm_topk_prob = True"),
     ("olmoe", {"clip_qkv": 8.0}, "only clip_qkv = null converts"),
+    ("olmoe", {"num_key_value_heads": 1},
+     "only num_key_value_heads = num_attention_heads converts"),
     ("qwen3_moe", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
-     "only rope_scaling = null converts"),
+     "only rope_type default converts"),
 ])
 def test_what_llama_cpp_would_compute_differently_is_refused(arch, change, message, models,
                                                               tmp_path):
