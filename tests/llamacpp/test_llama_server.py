@@ -91,16 +91,26 @@ def expected_of(model) -> Expected:
     return Expected(ids, tops)
 
 
-def assert_same_output(server: LlamaServer, expected: Expected) -> None:
+def compare_output(server: LlamaServer, expected: Expected) -> int:
+    """Asserts llama-server's greedy ids and top-5 log probabilities are tuner's; returns
+    at how many positions the distributions were compared."""
     answer = server.greedy(PROMPT, TOKENS, TOP)
     assert answer["tokens"] == expected.ids, server.command
-    got = [{t["id"]: t["logprob"] for t in p["top_logprobs"]}
-           for p in answer["completion_probabilities"]]
-    assert len(got) == TOKENS
-    for pos, (g, e) in enumerate(zip(got, expected.tops)):
+    # llama-server leaves out the probabilities of a token after which the text ends inside
+    # a UTF-8 character (byte-level BPE): the others are matched to their positions by id,
+    # in order (a mismatch shifts a position, and its distribution then differs)
+    probs = iter(answer["completion_probabilities"])
+    entry, compared = next(probs, None), 0
+    for pos, (token, e) in enumerate(zip(answer["tokens"], expected.tops)):
+        if entry is None or entry["id"] != token:
+            continue
+        g = {t["id"]: t["logprob"] for t in entry["top_logprobs"]}
         assert g.keys() == e.keys(), f"top-{TOP} ids differ at token {pos}: {g} {e}"
         worst = max(abs(g[i] - e[i]) for i in e)
         assert worst < LOGPROB_TOL, f"log probability off by {worst} at token {pos}"
+        entry, compared = next(probs, None), compared + 1
+    assert entry is None and compared == len(answer["completion_probabilities"])
+    return compared
 
 
 def random_model(arch: str, folder):
@@ -118,7 +128,7 @@ def test_tokens_equal_tuners_on_tiny_random_models(arch, llama_server, tmp_path)
     expected = expected_of(tmp_path)
     assert len(set(expected.ids)) > 4  # a real sequence, not one token repeated
     with LlamaServer(llama_server, gguf_file, EXACT, tmp_path / "server.log") as server:
-        assert_same_output(server, expected)
+        assert compare_output(server, expected) == TOKENS
 
 
 def test_a_text_prompt_splits_into_the_same_words(llama_server, tiny_model, tmp_path):
@@ -179,7 +189,7 @@ def test_every_exported_form_is_accepted_and_placed_as_exported(name, llama_serv
     assert flags == placement.flags
     with LlamaServer(llama_server, gguf_file, flags + EXACT, tmp_path / "server.log") as server:
         assert server.pinned() == placement.pinned, server.command
-        assert_same_output(server, expected)
+        assert compare_output(server, expected) == TOKENS
 
 
 def test_the_per_layer_pattern_pins_exactly_its_layers(llama_server, qwen3_model, tmp_path):
@@ -218,7 +228,7 @@ def test_demo_model_output_is_tuners_under_every_shipped_preset(name, llama_serv
     with LlamaServer(llama_server, gguf_file, placement.flags + EXACT,
                      tmp_path / "server.log") as server:
         assert server.pinned() == placement.pinned, server.command
-        assert_same_output(server, expected)
+        assert compare_output(server, expected) == TOKENS
 
 
 @pytest.fixture(scope="module")
@@ -283,4 +293,4 @@ def test_a_released_vocabulary_runs_as_transformers_splits_it(llama_server, qwen
     split = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(text).ids
     with LlamaServer(llama_server, gguf_file, EXACT, tmp_path / "server.log") as server:
         assert server.post("/tokenize", {"content": text})["tokens"] == split
-        assert_same_output(server, expected)
+        assert compare_output(server, expected) >= TOKENS - 4  # see compare_output
