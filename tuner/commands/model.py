@@ -164,14 +164,20 @@ MADE = {"demo": synth.DEFAULT, "tiny": synth.TINY}
 
 
 def _gguf(args: argparse.Namespace) -> int:
-    from tuner.gguf_export import GGUFError, convert  # the gguf package: tuner[gguf]
+    try:
+        from tuner.gguf_export import GGUFError, convert
+    except ModuleNotFoundError as err:
+        raise SystemExit(f"tuner model gguf: {err.name} is missing; install the gguf extra: "
+                         "pip install 'tuner[gguf]'") from None
 
     logging.getLogger("gguf").setLevel(logging.WARNING)  # its writer logs each step
     if args.out.exists() and not args.force:
         raise SystemExit(f"tuner model gguf: {args.out} already exists (use --force to "
                          "replace it)")
-    recipe = MADE.get(args.model)
-    folder = synth.ensure(recipe) if recipe else Path(args.model)
+    folder, recipe = Path(args.model), MADE.get(args.model)
+    if recipe:
+        with _progress(f"{recipe.id}: shards") as progress:
+            folder = synth.ensure(recipe, progress=progress)
     try:
         done = convert(folder, args.out, args.dtype)
     except GGUFError as err:
