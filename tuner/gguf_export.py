@@ -19,8 +19,9 @@ written here with the `gguf` package, llama.cpp's own Python writer and tensor-n
 
 A folder whose tokenizer is not word-level (a released Qwen3-MoE, OLMoE or Mixtral with its
 BPE or SentencePiece vocabulary) is what convert_hf_to_gguf.py is for: it is run from the
-llama.cpp tree tools/llamacpp/build.sh fetched. Anything that cannot convert is refused
-with one line naming what is wrong and what is allowed.
+llama.cpp tree tools/llamacpp/build.sh fetched (the llamacpp tests check that on the same
+weights both write the same tensors and model keys, byte for byte). Anything that cannot
+convert is refused with one line naming what is wrong and what is allowed.
 """
 
 from __future__ import annotations

@@ -35,7 +35,9 @@ from tuner.knobs import Config
 from tuner.presets import Preset, Store, shipped_dir
 from tuner.presets_export import llama_cpp_placement, to_llama_cpp
 
-pytestmark = pytest.mark.llamacpp
+# a test's first use of a module fixture makes a model, converts it and runs tuner on it:
+# minutes on a busy 2-core machine, beyond the suite's 300 s
+pytestmark = [pytest.mark.llamacpp, pytest.mark.timeout(900)]
 
 SHIPPED = sorted(p.stem for p in shipped_dir().glob("*.toml"))
 PROMPT = [5, 17, 3, 60, 41, 8, 22, 90]
