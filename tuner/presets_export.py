@@ -8,19 +8,22 @@
 * `llama.cpp`: the closest expert-offload flags. llama.cpp places each layer's experts
   whole, on the GPU or in host RAM, once at load (`-ot` / `--override-tensor`, and
   `--n-cpu-moe N` for the first N layers); an arena of N slots becomes N // experts whole
-  layers, those with the largest quotas. A comment block says what has no equivalent.
+  layers, those with the largest quotas, and `--target` names the buffer type of the
+  machine the flags are for. A comment block says what has no equivalent.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.engine import synth
 from tuner.engine.decode import arena_slots
-from tuner.engine.model import ModelConfig
+from tuner.engine.model_config import ModelConfig
 from tuner.engine.slots import quotas_for
 from tuner.knobs import BY_ENV, BY_NAME, KNOBS, Knob
 from tuner.presets import Preset, PresetError, Store, check_name
@@ -35,6 +38,11 @@ EXPS = r"ffn_(up|down|gate|gate_up)_(ch|)exps"
 # (tuner's `threads` is the decoding thread's intra-op count, not llama.cpp's CPU threads)
 LLAMA_FLAGS = {"temperature": "--temp", "seed": "--seed", "context": "--ctx-size"}
 PLACEMENT = ("expert_cache", "arena_split", "arena_budgets", "device")  # become -ot flags
+# --target -> the buffer type llama.cpp names the GPU's memory by (`-ot PATTERN=BUFFER`): the
+# first CUDA device; Apple's first Metal device (llama.cpp builds before the per-device
+# names called it "Metal"); CPU on a machine without a GPU, where a CPU-only build knows no
+# other buffer type and refuses the rest ("unknown buffer type").
+TARGETS = {"cuda": "CUDA0", "metal": "MTL0", "cpu": "CPU"}
 
 
 class ImportProblems(ValueError):
@@ -134,8 +142,25 @@ def model_shape(settings: Settings, model: str | None) -> tuple[str, ModelConfig
     return synth.DEFAULT.id, ModelConfig.from_hf(synth.DEFAULT.hf_config())
 
 
-def to_llama_cpp(preset: Preset, model: str | None = None) -> str:
+@dataclass(frozen=True)
+class Placement:
+    """The llama.cpp flags closest to a preset (argv words, unquoted), and what they place
+    where: `pinned` maps
+    each layer whose expert tensors the flags override to the buffer type they name (the
+    layers llama.cpp's -v log reports as "buffer type overridden to ..."); a layer not in
+    it keeps llama.cpp's own placement."""
+
+    flags: list[str]
+    pinned: dict[int, str]
+    notes: list[str]
+
+
+def llama_cpp_placement(preset: Preset, model: str | None = None,
+                        target: str = "cuda") -> Placement:
     s = preset.settings()
+    if target not in TARGETS:
+        raise PresetError(target, f"unknown llama.cpp target; allowed: {', '.join(TARGETS)}")
+    gpu_buffer = TARGETS[target]
     try:
         name, mc = model_shape(s, model)
         L, E = mc.num_layers, mc.num_experts
@@ -145,7 +170,8 @@ def to_llama_cpp(preset: Preset, model: str | None = None) -> str:
         raise PresetError(preset.name, f"cannot be placed on that model: {err}") from None
     whole = min(L, slots // E)
     notes = [f"llama.cpp flags closest to tuner preset '{preset.name}' on {name} ({L} layers x "
-             f"{E} experts, top-{mc.top_k}); append them to `llama-server -m MODEL.gguf`.",
+             f"{E} experts, top-{mc.top_k}) for a {target} machine; append them to "
+             "`llama-server -m MODEL.gguf`.",
              f"tuner's arena of {slots} slots ({100 * slots / (L * E):.1f} % of the layer-expert "
              "pairs) follows the routing expert by expert; llama.cpp places each layer's "
              f"experts whole, once at load, so it becomes {whole} whole layer(s) of {E} experts "
@@ -160,34 +186,46 @@ def to_llama_cpp(preset: Preset, model: str | None = None) -> str:
         notes.append("the layers with the largest quotas keep their experts on the GPU "
                      f"(quotas: {', '.join(map(str, quotas))}).")
     flags = [] if s.device == "cpu" else ["--n-gpu-layers", "999"]
+    pinned: dict[int, str] = {}
     if s.device == "cpu":
         notes.append("device = cpu: every layer runs on the CPU (no -ngl).")
     elif whole == 0:
         flags.append("--cpu-moe")
+        pinned = dict.fromkeys(range(L), "CPU")
     elif whole < L and gpu == list(range(L - whole, L)):
         flags += ["--n-cpu-moe", str(L - whole)]
+        pinned = dict.fromkeys(range(L - whole), "CPU")
     elif whole < L:
         layers = "|".join(map(str, gpu))
-        flags += ["-ot", f"'blk\\.({layers})\\.{EXPS}=CUDA0'", "-ot", f"'{EXPS}=CPU'"]
-        notes.append("CUDA0 is the first CUDA device's buffer; name your backend's there "
-                     "(MTL0, Vulkan0, ...). The first -ot pattern a tensor matches wins.")
+        flags += ["-ot", f"blk\\.({layers})\\.{EXPS}={gpu_buffer}", "-ot", f"{EXPS}=CPU"]
+        pinned = {l: gpu_buffer if l in gpu else "CPU" for l in range(L)}
+        notes.append("the first -ot names the buffer type those layers' experts go to on a "
+                     f"{target} machine: {gpu_buffer} (--target: "
+                     f"{', '.join(f'{t} {b}' for t, b in TARGETS.items())}, where a machine "
+                     "without a GPU keeps every layer in host RAM). The first pattern a tensor "
+                     "matches wins.")
     for knob, flag in LLAMA_FLAGS.items():
         flags += [flag, str(getattr(s, knob))]
+    return Placement(flags, pinned, notes)
+
+
+def to_llama_cpp(preset: Preset, model: str | None = None, target: str = "cuda") -> str:
+    placement = llama_cpp_placement(preset, model, target)
     missing = [k for k in KNOBS if k.name not in (*LLAMA_FLAGS, *PLACEMENT)]
     set_here = [k for k in missing if k.name in preset.knobs]
-    lines = [*(wrapped for note in notes for wrapped in textwrap.wrap(note, 86)),
+    lines = [*(wrapped for note in placement.notes for wrapped in textwrap.wrap(note, 86)),
              "no llama.cpp equivalent, set by this preset (dropped):"]
     lines += [f"  {k.env}={env_value(k, preset.knobs[k.name])}" for k in set_here] or ["  none"]
     lines += textwrap.wrap("no llama.cpp equivalent, at their defaults here: "
                            + ", ".join(k.name for k in missing if k not in set_here) + ".", 86)
-    return "".join(f"# {line}\n" for line in lines) + " ".join(flags) + "\n"
+    return "".join(f"# {line}\n" for line in lines) + shlex.join(placement.flags) + "\n"
 
 
-def export(preset: Preset, fmt: str, model: str | None = None) -> str:
+def export(preset: Preset, fmt: str, model: str | None = None, target: str = "cuda") -> str:
     if fmt == "env":
         return to_env(preset)
     if fmt == "json":
         return to_json(preset)
     if fmt == "llama.cpp":
-        return to_llama_cpp(preset, model)
+        return to_llama_cpp(preset, model, target)
     raise PresetError(fmt, f"unknown export format; allowed: {', '.join(FORMATS)}")

@@ -34,9 +34,9 @@ PROMPT = [5, 17, 3, 60, 41, 8, 22, 90]
 STEPS = 32
 
 
-def make(arch: str, folder):
+def make(arch: str, folder, **overrides):
     conf_cls, model_cls, extra = ARCHS[arch]
-    cfg = getattr(transformers, conf_cls)(**COMMON, **extra)
+    cfg = getattr(transformers, conf_cls)(**{**COMMON, **extra, **overrides})
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     model = getattr(transformers, model_cls)(cfg).eval()

@@ -1,9 +1,11 @@
-"""`tuner model make|quantize|stats`: write the demo model or a real-shape one; quantize a
-model's experts; measure a model's routing through the engine."""
+"""`tuner model make|quantize|gguf|stats`: write the demo model or a real-shape one; quantize
+a model's experts; write a model as GGUF for llama.cpp; measure a model's routing through
+the engine."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import shutil
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -58,6 +60,16 @@ def register(p: argparse.ArgumentParser) -> None:
                     help="where the quality comparison runs")
     qz.add_argument("--json", action="store_true")
     qz.set_defaults(func=_quantize)
+    gg = msub.add_parser("gguf", help="write a model as one GGUF file for llama.cpp "
+                                      "(f32 or bf16, with its vocabulary)")
+    gg.add_argument("model", help="a model folder, or demo / tiny (the made models, made "
+                    "first if missing)")
+    gg.add_argument("out", type=Path, help="the .gguf file to write")
+    gg.add_argument("--dtype", choices=("f32", "bf16"),
+                    help="the matrices' type (default: bf16 for a bfloat16 model, else f32; "
+                    "vectors, norms and routers are always f32)")
+    gg.add_argument("--force", action="store_true", help="replace an existing file")
+    gg.set_defaults(func=_gguf)
     stats = msub.add_parser("stats", help="routing skew and predictor overlaps, measured")
     stats.add_argument("--tokens", type=int, default=512)
     stats.add_argument("--json", action="store_true")
@@ -144,6 +156,34 @@ def _quantize(args: argparse.Namespace) -> int:
               f"{r['mean_kl']} (max {r['max_kl']}), top-1 agreement "
               f"{r['top1_agreement_pct']} %, greedy decoding the same for "
               f"{r['greedy_same_prefix']} of {r['greedy_tokens']} tokens")
+    return 0
+
+
+MADE = {"demo": synth.DEFAULT, "tiny": synth.TINY}
+
+
+def _gguf(args: argparse.Namespace) -> int:
+    try:
+        from tuner.gguf_export import GGUFError, convert
+    except ModuleNotFoundError as err:
+        raise SystemExit(f"tuner model gguf: {err.name} is missing; install the gguf extra: "
+                         "pip install 'tuner[gguf]'") from None
+
+    logging.getLogger("gguf").setLevel(logging.WARNING)  # its writer logs each step
+    if args.out.exists() and not args.force:
+        raise SystemExit(f"tuner model gguf: {args.out} already exists (use --force to "
+                         "replace it)")
+    folder, recipe = Path(args.model), MADE.get(args.model)
+    if recipe:
+        with _progress(f"{recipe.id}: shards") as progress:
+            folder = synth.ensure(recipe, progress=progress)
+    try:
+        done = convert(folder, args.out, args.dtype)
+    except GGUFError as err:
+        raise SystemExit(f"tuner model gguf: {err}") from None
+    size = done.path.stat().st_size
+    print(f"wrote {folder.name} ({done.arch}, {done.dtype}, written by {done.writer}) to "
+          f"{done.path}: {size / 2**20:.1f} MiB")
     return 0
 
 

@@ -52,6 +52,9 @@ def register(p: argparse.ArgumentParser) -> None:
     a.add_argument("-o", "--out", type=Path, help="file to write (default: standard output)")
     a.add_argument("--model", help="llama.cpp: the model folder whose layers and experts the "
                    "flags are for (default: the preset's model, else the demo model)")
+    a.add_argument("--target", default="cuda", help="llama.cpp: the machine the flags are "
+                   "for, cuda, metal or cpu, which names the GPU's buffer type in -ot (default "
+                   "%(default)s)")
     a.set_defaults(func=export_preset)
 
     a = actions.add_parser("import", help="read an env file of STRATA_* lines as a user preset")
@@ -120,7 +123,7 @@ def save(args: argparse.Namespace) -> int:
 def export_preset(args: argparse.Namespace) -> int:
     from tuner.presets_export import export
 
-    text = export(Store().get(args.name), args.format, args.model)
+    text = export(Store().get(args.name), args.format, args.model, args.target)
     if args.out:
         args.out.write_text(text)
         print(f"wrote {args.out}", file=sys.stderr)
