@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.engine import inputs
+from tuner.errors import TunerError
 from tuner.knobs import BY_NAME
 
 
@@ -67,7 +68,7 @@ MAX_PAIRS = int(BY_NAME["expert_cache"].max)
 DENSE_ITEMSIZE = 2  # bytes a dense weight takes at the least (16-bit checkpoints)
 
 
-class ModelError(ValueError):
+class ModelError(TunerError, ValueError):
     """A model folder that cannot be used. The message names the file, what is wrong with
     it and what is allowed: it is the one line a command prints."""
 

@@ -39,6 +39,7 @@ from tuner.engine.trace_format import Trace
 from tuner.engine.verify import find_bad_expert
 from tuner.engine.workload import Turn, Workload, WorkloadError
 from tuner.engine.workload import load as load_workload
+from tuner.errors import TunerError
 from tuner.knobs import BY_NAME, Config, config_dict
 
 log = logging.getLogger(__name__)
@@ -49,11 +50,15 @@ MAX_CHANGES = 200
 TEXT_TOKENS = 200  # generated tokens of the current conversation kept as text
 
 
+class DeviceError(TunerError, ValueError):
+    """A compute device this machine does not have."""
+
+
 def pick_device(name: str = "auto") -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         knob = BY_NAME["device"]
-        raise ValueError(f"{knob.label} = 'cuda' is not allowed here: torch "
-                         "sees no CUDA device; allowed here: auto, cpu")
+        raise DeviceError(f"{knob.label} = 'cuda' is not allowed here: torch "
+                          "sees no CUDA device; allowed here: auto, cpu")
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(name)

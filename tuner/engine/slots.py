@@ -20,11 +20,16 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from tuner.engine.policies import POLICIES
+from tuner.errors import TunerError
 from tuner.knobs import BY_NAME, budget_list, even_budgets
 
 FREE, RESIDENT, SPEC, LIMBO = "free", "resident", "spec", "limbo"
 HIT, CLAIMED_SPEC, MISS, BYPASS = "hit", "spec", "miss", "bypass"
 Key = tuple[int, int]  # (layer, expert)
+
+
+class QuotaError(TunerError, ValueError):
+    """Per-layer quotas that do not fit the model or the arena; the message says how."""
 
 
 class Claim(NamedTuple):
@@ -34,15 +39,17 @@ class Claim(NamedTuple):
 
     kind: str
     slot: int | None
+
+
 def check_quotas(quotas: list[int], layers: int, slots: int, where: str) -> None:
-    """Raises ValueError naming what is wrong with per-layer quotas for this arena."""
+    """Raises QuotaError naming what is wrong with per-layer quotas for this arena."""
     if len(quotas) != layers:
-        raise ValueError(f"{where}: {len(quotas)} quotas for a model of {layers} layers; "
+        raise QuotaError(f"{where}: {len(quotas)} quotas for a model of {layers} layers; "
                          f"give one slot count per layer, layers 0..{layers - 1}")
     if any(q < 0 for q in quotas):
-        raise ValueError(f"{where}: a quota is negative; quotas are slot counts >= 0")
+        raise QuotaError(f"{where}: a quota is negative; quotas are slot counts >= 0")
     if sum(quotas) != slots:
-        raise ValueError(f"{where}: the quotas sum to {sum(quotas)} slots but the arena has "
+        raise QuotaError(f"{where}: the quotas sum to {sum(quotas)} slots but the arena has "
                          f"{slots}; they share the arena, so they must sum to it")
 
 

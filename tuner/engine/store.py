@@ -28,12 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tuner.engine.checkpoint import Extent
+from tuner.errors import TunerError
 
 QUEUED, RUNNING, DONE, CANCELLED = range(4)
 _ALIGN = 4096
 
 
-class ReadError(OSError):
+class ReadError(TunerError, OSError):
     """An expert could not be read, or its bytes failed the check; names file and bytes."""
 
 

@@ -29,6 +29,7 @@ from numpy.lib import format as npy
 
 from tuner.engine import inputs
 from tuner.engine.model_config import LIMITS, memory_bytes
+from tuner.errors import TunerError
 
 ARRAYS = ("experts", "logits", "stale", "probs", "meta")
 SCORES = ("logits", "stale")  # optional float arrays [T, L, E]
@@ -36,7 +37,7 @@ SCORES = ("logits", "stale")  # optional float arrays [T, L, E]
 MAX_LAYERS, MAX_EXPERTS = LIMITS["num_hidden_layers"], LIMITS["experts"]
 
 
-class TraceError(ValueError):
+class TraceError(TunerError, ValueError):
     """A trace file or array that does not follow the format; the message says how."""
 
 
