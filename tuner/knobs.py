@@ -1,16 +1,21 @@
 """The knob table: every engine knob declared once.
 
-Env parsing, CLI flags, the web form, the TUI form, presets, validation messages and the
-README's knob table are all generated from `KNOBS`. This module is plain data (standard
-library only, and the engine's torch-free path limits) so the engine can read it without
-importing any UI or settings library.
+Env parsing, CLI flags, the web form, the TUI form, presets, validation messages, the
+README's knob table and the engine's typed `Config` (tuner/config.py, written by
+`python -m tuner.knobs --write-config`) are all generated from `KNOBS`. This module is plain
+data (standard library only, and the engine's torch-free path limits) so the engine can
+read it without importing any UI or settings library.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, make_dataclass
+import sys
+import textwrap
+from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
+from tuner.config import Config
 from tuner.engine.inputs import ALLOWED as PATH_ALLOWED
 
 GROUPS = ("routing", "prefetch", "cache", "prefill", "io", "tiers", "hardware", "session")
@@ -296,15 +301,6 @@ def lookup(key: str) -> Knob | None:
     return BY_NAME.get(key) or BY_ENV.get(key)
 
 
-# The engine's plain view of validated settings: a frozen dataclass with one field per knob.
-Config = make_dataclass(
-    "Config",
-    [(k.name, k.type, field(default=k.default)) for k in KNOBS],
-    frozen=True,
-)
-Config.__doc__ = "Validated knob values as the engine reads them (see tuner.settings)."
-
-
 def budget_list(text: str) -> list[int] | None:
     """The quotas of an `arena_budgets` value, or None for an even split."""
     return [int(t) for t in text.split(",")] if text else None
@@ -315,5 +311,44 @@ def even_budgets(slots: int, layers: int) -> list[int]:
     return [slots // layers + (l < slots % layers) for l in range(layers)]
 
 
-def config_dict(cfg: Any) -> dict[str, Any]:
+def config_dict(cfg: Config) -> dict[str, Any]:
     return {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+
+
+CONFIG_PATH = Path(__file__).with_name("config.py")
+CONFIG_HEAD = '''"""The engine's settings: one typed field per knob, with its default.
+
+Generated from the knob table by `python -m tuner.knobs --write-config`: edit tuner/knobs.py,
+not this file (a test fails when the two differ). Standard library only, so the engine and a
+type checker read it without the settings library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Config:
+    """Validated knob values as the engine reads them (tuner.settings validates them)."""'''
+
+
+def config_source() -> str:
+    """The text of tuner/config.py: the knobs in table order, under their groups, each with
+    its help as a comment."""
+    lines, group = [CONFIG_HEAD], None
+    for k in KNOBS:
+        if k.group != group:
+            group = k.group
+            lines.append(f"\n    # -- {group} " + "-" * (86 - len(group)))
+        lines += textwrap.wrap(k.help, 96, initial_indent="    # ", subsequent_indent="    # ")
+        default = f'"{k.default}"' if k.type is str else repr(k.default)
+        lines.append(f"    {k.name}: {k.type.__name__} = {default}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write-config"]:
+        raise SystemExit("usage: python -m tuner.knobs --write-config (writes tuner/config.py "
+                         "from the knob table)")
+    CONFIG_PATH.write_text(config_source())

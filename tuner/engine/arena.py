@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from tuner.config import Config
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.experts import Experts
 from tuner.engine.host_copy import HostCopy
@@ -131,7 +132,7 @@ def _hooks(mask: Mirror, table: Mirror) -> tuple[Callable[[Key, bool], None],
 
 
 class Arena:
-    def __init__(self, ckpt: Checkpoint, slots: int, policy: str, device: torch.device, cfg,
+    def __init__(self, ckpt: Checkpoint, slots: int, policy: str, device: torch.device, cfg: Config,
                  clock, quotas: list[int] | None = None,
                  check: Callable[[Read], str | None] | None = None,
                  hurry: threading.Event | None = None):

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from tuner.config import Config
 from tuner.engine import drop, router
 from tuner.engine.arena import Arena, Fetch
 from tuner.engine.checkpoint import Checkpoint
@@ -110,7 +111,7 @@ def _top(logits: np.ndarray, k: int) -> list[int]:
 
 
 class Engine:
-    def __init__(self, ckpt: Checkpoint, cfg, device: torch.device):
+    def __init__(self, ckpt: Checkpoint, cfg: Config, device: torch.device):
         mc = ckpt.config
         self.ckpt, self.mc, self.cfg, self.device = ckpt, mc, cfg, device
         self.dtype = compute_dtype(ckpt.dtype, device)
@@ -139,7 +140,7 @@ class Engine:
         self.apply_live(cfg)
 
     # -- settings ----------------------------------------------------------------------
-    def apply_live(self, cfg) -> None:
+    def apply_live(self, cfg: Config) -> None:
         """Takes the live knobs of `cfg` (called between tokens only); raises ValueError,
         having changed nothing, when they do not fit this model and arena."""
         quotas = quotas_for(cfg.arena_split, cfg.arena_budgets, self.mc.num_layers,

@@ -13,10 +13,11 @@ from collections.abc import Callable
 
 import torch
 
+from tuner.config import Config
 from tuner.engine import router
 
 
-def predict(cfg, k: int, prev: list[int] | None, stale: torch.Tensor | None,
+def predict(cfg: Config, k: int, prev: list[int] | None, stale: torch.Tensor | None,
             resident: Callable[[], torch.Tensor]) -> list[int]:
     """Ranked expert ids; `resident()` gives the target layer's residency mask [E]. No
     stale scores (a routing trace without them): the stale predictor names nothing."""

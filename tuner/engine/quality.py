@@ -20,6 +20,7 @@ import time
 
 import torch
 
+from tuner.config import Config
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.counters import Counters
 from tuner.engine.experts import Experts
@@ -37,7 +38,7 @@ def kl(exact: torch.Tensor, served: torch.Tensor) -> float:
 
 
 class QualityProbe:
-    def __init__(self, ckpt: Checkpoint, dec: Decoder, counters: Counters, cfg):
+    def __init__(self, ckpt: Checkpoint, dec: Decoder, counters: Counters, cfg: Config):
         self.ckpt, self.dec, self.counters = ckpt, dec, counters
         K = ckpt.config.top_k
         self.host = torch.zeros(K, ckpt.row_bytes, dtype=torch.uint8,

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tuner.config import Config
 from tuner.engine import router, trace_format
 from tuner.engine.trace_format import Trace, TraceError
 
@@ -49,7 +50,7 @@ class TraceRouting:
         scores = getattr(self.trace, name)
         return None if scores is None else scores[self.position, layer]
 
-    def select(self, layer: int, resident: Callable[[], torch.Tensor] | None, cfg,
+    def select(self, layer: int, resident: Callable[[], torch.Tensor] | None, cfg: Config,
                device: torch.device) -> tuple[list[int], torch.Tensor]:
         """The experts this layer routes now, in rank order; with a resident bonus and the
         trace's logits, the moce router's pick from those logits instead."""
@@ -67,7 +68,7 @@ class TraceRouting:
         l-1's input), on the host, or None."""
         return self.scores("stale", layer) if layer > 0 else None
 
-    def notes(self, cfg) -> list[str]:
+    def notes(self, cfg: Config) -> list[str]:
         t = self.trace
         out = [f"routing from {t.meta.get('source') or 'a trace'} ({t.tokens} tokens, "
                f"{len(self.starts)} sequences), looping; now at token {self.position}"]

@@ -107,7 +107,7 @@ def trim_heap() -> None:
         pass
 
 
-def model_folder(cfg) -> Path:
+def model_folder(cfg: Config) -> Path:
     return Path(cfg.model) if cfg.model else synth.ensure()
 
 
