@@ -40,8 +40,9 @@ class Config:
     prefetch_touch: bool = False
 
     # -- cache ---------------------------------------------------------------------------------
-    # two-hit protected LRU: fresh slots start cold, the second claim promotes
-    decode_2q: bool = False
+    # the arena's eviction order: lru = least recently claimed first; 2q = two-hit protected
+    # LRU: fresh slots start cold, the second claim promotes
+    cache_policy: str = "lru"
     # arena slots (0 = 20 % of the model's layer-expert pairs)
     expert_cache: int = 0
     # global: one arena shared by all layers; layers: each layer has a slot quota

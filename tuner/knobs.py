@@ -17,6 +17,7 @@ from typing import Any
 
 from tuner.config import Config
 from tuner.engine.inputs import ALLOWED as PATH_ALLOWED
+from tuner.engine.policies import POLICIES
 
 GROUPS = ("routing", "prefetch", "cache", "prefill", "io", "tiers", "hardware", "session")
 
@@ -143,10 +144,10 @@ KNOBS: tuple[Knob, ...] = (
          "prefetch", S000,
          search=(False, True)),
     # cache
-    Knob("decode_2q", "STRATA_METAL_DECODE_2Q", bool, False,
-         "two-hit protected LRU: fresh slots start cold, the second claim promotes",
-         "cache", S000,
-         search=(False, True)),
+    Knob("cache_policy", "STRATA_CACHE_POLICY", str, "lru",
+         "the arena's eviction order: " + "; ".join(f"{name} = {policy.summary}"
+                                                    for name, policy in POLICIES.items()),
+         "cache", S000, choices=tuple(POLICIES), search=tuple(POLICIES)),
     Knob("expert_cache", "STRATA_EXPERT_CACHE", int, 0,
          "arena slots (0 = 20 % of the model's layer-expert pairs)", "cache", S000, 0, 1 << 20,
          unit="slots", restart=True),
@@ -283,6 +284,31 @@ KNOBS: tuple[Knob, ...] = (
 
 BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}
 BY_ENV: dict[str, Knob] = {k.env: k for k in KNOBS}
+
+
+@dataclass(frozen=True)
+class Alias:
+    """An older knob that still works in presets, the environment, on the command line and
+    in changes: each of its values stands for a value of the knob that replaced it. It is
+    parsed and named in messages as it always was (`old`), and nothing outputs it."""
+
+    old: Knob
+    knob: str  # the knob that replaced it
+    means: tuple[tuple[Any, Any], ...]  # (old value, the knob's value)
+
+    def value(self, old: Any) -> Any:
+        """The knob's value `old` stands for (KeyError when it stands for none)."""
+        return dict(self.means)[old]
+
+
+ALIASES: tuple[Alias, ...] = (
+    Alias(Knob("decode_2q", "STRATA_METAL_DECODE_2Q", bool, False,
+               "older name of cache_policy: 1 = 2q, 0 = lru", "cache", S000),
+          "cache_policy", ((False, "lru"), (True, "2q"))),
+)
+ALIAS_OF: dict[str, Alias] = {key: a for a in ALIASES for key in (a.old.name, a.old.env)}
+# Every knob an input can name: the table's, then the older names still accepted.
+INPUT_KNOBS: tuple[Knob, ...] = KNOBS + tuple(a.old for a in ALIASES)
 LOSSY = tuple(k.name for k in KNOBS if k.lossy)  # knobs that may change the output
 
 

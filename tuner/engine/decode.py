@@ -51,7 +51,6 @@ from tuner.engine.counters import Counters
 from tuner.engine.device_step import DeviceStep, Pack, Route
 from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import Decoder, compute_dtype
-from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
 from tuner.engine.prefill import PROMPT_BATCH, prefill
 from tuner.engine.quality import QualityProbe
@@ -124,7 +123,7 @@ class Engine:
         self.check = Verifier(ckpt, cfg.verify_reads).check if cfg.verify_reads else None
         n = arena_slots(cfg.expert_cache, L, E)
         quotas = quotas_for(cfg.arena_split, cfg.arena_budgets, L, n)  # before any thread
-        self.arena = Arena(ckpt, n, policy_name(cfg.decode_2q), device, cfg, self.clock,
+        self.arena = Arena(ckpt, n, cfg.cache_policy, device, cfg, self.clock,
                            quotas=quotas, check=self.check, hurry=self.hurry)
         self.slots, self.pool = self.arena.slots, self.arena.pool
         self.spec = Speculator(self.arena, self.counters, L)
@@ -156,7 +155,7 @@ class Engine:
         if self.sites:
             self.sites.link_line.gbps = cfg.link_gbps
             self.sites.cpu_line.gbps = cfg.cpu_gbps
-        self.slots.set_policy(policy_name(cfg.decode_2q))
+        self.slots.set_policy(cfg.cache_policy)
         self.slots.quotas = quotas
         self.use_residency = cfg.moce_bonus > 0 or cfg.moce_bonus_r1 > 0
         self.dropping = cfg.drop_cold > 0 and not cfg.cpu_pool
