@@ -7,7 +7,7 @@ import pytest
 from tuner.engine.inputs import PathError
 from tuner.engine.model_config import ModelError
 from tuner.engine.quant import QuantError
-from tuner.engine.session import DeviceError
+from tuner.engine.opening import DeviceError
 from tuner.engine.slots import QuotaError, check_quotas
 from tuner.engine.store import ReadError
 from tuner.engine.synth import RecipeError, shape

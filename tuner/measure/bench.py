@@ -19,7 +19,8 @@ from tuner.engine.decode import Engine, arena_slots
 from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import compute_dtype, experts_out
 from tuner.engine.reference import Resident
-from tuner.engine.session import Session, model_folder, pick_device
+from tuner.engine.opening import model_folder, pick_device
+from tuner.engine.session import Session
 from tuner.engine.store import ReadPool
 from tuner.knobs import Config
 

@@ -22,7 +22,8 @@ import torch
 
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.reference import Resident
-from tuner.engine.session import Session, load_tokenizer
+from tuner.engine.opening import load_tokenizer
+from tuner.engine.session import Session
 from tuner.engine.workload import corpus
 from tuner.knobs import Config
 
