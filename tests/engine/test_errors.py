@@ -6,8 +6,8 @@ import pytest
 
 from tuner.engine.inputs import PathError
 from tuner.engine.model_config import ModelError
-from tuner.engine.quant import QuantError
 from tuner.engine.opening import DeviceError
+from tuner.engine.quant import QuantError
 from tuner.engine.slots import QuotaError, check_quotas
 from tuner.engine.store import ReadError
 from tuner.engine.synth import RecipeError, shape

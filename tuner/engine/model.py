@@ -33,7 +33,6 @@ import torch.nn.functional as F
 from tuner.engine.model_config import ModelConfig
 from tuner.engine.quant import Quant, dequantize
 
-
 # Devices where one token's attention has fixed shapes (its position a device tensor), so a
 # layer's step can be captured once and replayed: CUDA graphs. The same code runs eagerly
 # anywhere, which is how the CPU tests check it.
