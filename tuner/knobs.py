@@ -68,6 +68,7 @@ class Knob:
         if self.choices:
             return "one of " + ", ".join(self.choices)
         if self.off is not None:
+            assert self.min is not None and self.max is not None  # an off value is below a range
             return (f"{_num(self.off)} (off) or {self.type.__name__} in "
                     f"[{_num(self.min)}, {_num(self.max)}]")
         if self.pattern:
@@ -107,6 +108,7 @@ def _num(x: float) -> str:
 
 S000, S001, S002, S003 = "000", "001", "002", "003"
 MIN_GBPS = 0.01  # the slowest emulated bandwidth
+MAX_SLOTS = 1 << 20  # of the largest arena
 
 KNOBS: tuple[Knob, ...] = (
     # routing
@@ -149,7 +151,7 @@ KNOBS: tuple[Knob, ...] = (
                                                     for name, policy in POLICIES.items()),
          "cache", S000, choices=tuple(POLICIES), search=tuple(POLICIES)),
     Knob("expert_cache", "STRATA_EXPERT_CACHE", int, 0,
-         "arena slots (0 = 20 % of the model's layer-expert pairs)", "cache", S000, 0, 1 << 20,
+         "arena slots (0 = 20 % of the model's layer-expert pairs)", "cache", S000, 0, MAX_SLOTS,
          unit="slots", restart=True),
     Knob("arena_split", "STRATA_ARENA_SPLIT", str, "global",
          "global: one arena shared by all layers; layers: each layer has a slot quota "

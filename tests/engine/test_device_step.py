@@ -97,10 +97,10 @@ def test_a_layer_run_ahead_on_a_table_that_then_changed_runs_again(fixed, tiny_c
     stale_runs = []
     plain = Engine._launch
 
-    def launch(self, l):
+    def launch(self, run, l):
         if self._launched[l] is not None:  # it had run, on a table that changed since
             stale_runs.append(l)
-        plain(self, l)
+        plain(self, run, l)
 
     monkeypatch.setattr(Engine, "_launch", launch)
     base = run(tiny_config)

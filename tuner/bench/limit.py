@@ -12,6 +12,8 @@ this one: the engine's own dense part and expert compute plus the same transfer.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import torch
 
 from tuner.bench.limits import (
@@ -97,8 +99,8 @@ def active_bytes(dec: Decoder, expert_bytes: int, span: int) -> int:
             return t.numel() * t.element_size()
         return sum(size(getattr(t, f)) for f in ("gate_up", "down"))  # a shared expert
 
-    dense = sum(size(v) for layer in dec.layers for k, v in layer.items()
-                if k not in ("q_norm", "k_norm"))  # both live on in qk_norm, or are read once
+    dense = sum(size(getattr(layer, f.name)) for layer in dec.layers for f in fields(layer)
+                if f.name not in ("q_norm", "k_norm"))  # both live on in qk_norm, or are read once
     dense += size(dec.routers) + size(dec.lm_head) + size(dec.final_norm)
     dense += mc.hidden_size * dec.embed.element_size()
     kv = 2 * mc.num_layers * mc.num_kv_heads * span * mc.head_dim * dec.k_cache.element_size()

@@ -57,7 +57,7 @@ def store_read(ckpt: Checkpoint, workers: int, direct: bool, piece_kib: int = 25
     try:
         for _ in range(1 if direct else 2):
             t0 = time.perf_counter()
-            reads = [pool.submit(k, ckpt.extents(*k), memoryview(buf[i].numpy()), False)
+            reads = [pool.submit(k, ckpt.extents(*k), buf[i].numpy().data, False)
                      for i, k in enumerate(keys)]
             for r in reads:
                 pool.wait(r)

@@ -52,7 +52,7 @@ def copy_while_reading_gbps(device: torch.device, ckpt: Checkpoint, cfg: Config
     buf = torch.zeros(len(keys), ckpt.row_bytes, dtype=torch.uint8)
     pool = ReadPool(cfg.io_workers, 0, cfg.io_direct, cfg.io_piece_kib * 1024)
     try:
-        reads = [pool.submit(k, ckpt.extents(*k), memoryview(buf[i].numpy()), False)
+        reads = [pool.submit(k, ckpt.extents(*k), buf[i].numpy().data, False)
                  for i, k in enumerate(keys)]
         gbps = pinned_copy_gbps(device, ckpt.expert_bytes, reps=20)
         busy = not all(r.done.is_set() for r in reads)  # the copies ran beside the reads

@@ -17,6 +17,7 @@ import torch
 
 from tuner.config import Config
 from tuner.engine.decode import Engine
+from tuner.engine.snapshot import Text
 from tuner.engine.verify import find_bad_expert
 from tuner.engine.workload import Turn, Workload
 
@@ -125,7 +126,7 @@ class Conversation:
                 yield nxt, served, exact
         self.engine.drain()
 
-    def text(self, tokenizer) -> dict | None:
+    def text(self, tokenizer) -> Text | None:
         """The current conversation as text, when the model has a tokenizer."""
         if tokenizer is None:
             return None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tuner.engine import inputs
 from tuner.errors import TunerError
-from tuner.knobs import BY_NAME
+from tuner.knobs import MAX_SLOTS
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ LIMITS = {
     "expert_width": 1 << 18,
 }
 # Layer-expert pairs: as many as the largest arena has slots.
-MAX_PAIRS = int(BY_NAME["expert_cache"].max)
+MAX_PAIRS = MAX_SLOTS
 DENSE_ITEMSIZE = 2  # bytes a dense weight takes at the least (16-bit checkpoints)
 
 

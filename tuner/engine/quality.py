@@ -43,7 +43,7 @@ class QualityProbe:
         K = ckpt.config.top_k
         self.host = torch.zeros(K, ckpt.row_bytes, dtype=torch.uint8,
                                 pin_memory=dec.device.type == "cuda")
-        self.rows = [memoryview(self.host[i].numpy()) for i in range(K)]
+        self.rows = [self.host[i].numpy().data for i in range(K)]
         # the rows on the compute device, computed the way the served path computes
         self.experts = Experts(torch.zeros_like(self.host, device=dec.device), ckpt.layout, K)
         self.ranks = torch.arange(K, device=dec.device)

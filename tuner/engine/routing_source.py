@@ -55,9 +55,9 @@ class TraceRouting:
         """The experts this layer routes now, in rank order; with a resident bonus and the
         trace's logits, the moce router's pick from those logits instead."""
         ids = self.rows[self.position][layer]
-        logits = self.scores("logits", layer) if resident and ids else None
-        if logits is not None:
-            logits = torch.from_numpy(np.ascontiguousarray(logits)).to(device)
+        scores = self.scores("logits", layer) if resident and ids else None
+        if scores is not None and resident is not None:
+            logits = torch.from_numpy(np.ascontiguousarray(scores)).to(device)
             sel = router.select(logits, resident(), len(ids), cfg.moce_protect,
                                 cfg.moce_bonus, cfg.moce_bonus_r1)
             return sel.tolist(), sel

@@ -30,7 +30,7 @@ from tuner.config import Config
 from tuner.engine.conversation import Conversation, take_residency
 from tuner.engine.opening import Parts, open_parts, trim_heap, use_threads
 from tuner.engine.session_view import Moment, SlotGains, build_snapshot, expert_view
-from tuner.engine.snapshot import Experts, Snapshot
+from tuner.engine.snapshot import Experts, Snapshot, State
 from tuner.engine.versions import Pending, SettingsVersions
 from tuner.engine.workload import Turn, Workload
 
@@ -146,7 +146,7 @@ class Session(SettingsVersions):
             return self._lock.wait_for(lambda: self._resets >= done, wait) if wait else False
 
     @property
-    def state(self) -> str:
+    def state(self) -> State:
         if self.error:
             return "error"
         return "paused" if self._paused else "running"

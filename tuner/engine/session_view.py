@@ -17,7 +17,7 @@ from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.conversation import Conversation
 from tuner.engine.counters import Counters
 from tuner.engine.decode import Engine
-from tuner.engine.snapshot import Experts, Snapshot
+from tuner.engine.snapshot import Change, Experts, Snapshot, State
 from tuner.engine.trace_format import Trace
 from tuner.knobs import config_dict
 
@@ -29,12 +29,12 @@ class Moment:
     """A session's state as one snapshot reads it."""
 
     seq: int
-    state: str
+    state: State
     error: str | None
     settings_version: int
     pending_version: int | None
     cfg: Config
-    changes: list[dict]
+    changes: list[Change]
     engine: Engine
     ckpt: Checkpoint
     device: torch.device

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -109,16 +110,18 @@ class Recipe:
 
     def hf_config(self) -> dict:
         dtype = str(self.torch_dtype).removeprefix("torch.")
-        width = {"qwen3_moe": {"moe_intermediate_size": self.expert_width,
-                               "intermediate_size": self.expert_width * 4,
-                               "norm_topk_prob": True},
-                 "qwen2_moe": {"moe_intermediate_size": self.expert_width,
-                               "shared_expert_intermediate_size": self.shared_width,
-                               "intermediate_size": self.shared_width,
-                               "norm_topk_prob": False},
-                 "olmoe": {"intermediate_size": self.expert_width, "norm_topk_prob": False,
-                           "clip_qkv": None},
-                 "mixtral": {"intermediate_size": self.expert_width}}[self.arch]
+        widths: dict[str, dict[str, Any]] = {
+            "qwen3_moe": {"moe_intermediate_size": self.expert_width,
+                          "intermediate_size": self.expert_width * 4,
+                          "norm_topk_prob": True},
+            "qwen2_moe": {"moe_intermediate_size": self.expert_width,
+                          "shared_expert_intermediate_size": self.shared_width,
+                          "intermediate_size": self.shared_width,
+                          "norm_topk_prob": False},
+            "olmoe": {"intermediate_size": self.expert_width, "norm_topk_prob": False,
+                      "clip_qkv": None},
+            "mixtral": {"intermediate_size": self.expert_width}}
+        width = widths[self.arch]
         experts = "num_local_experts" if self.arch == "mixtral" else "num_experts"
         return {
             "architectures": [ARCH_NAMES[self.arch]],

@@ -155,10 +155,11 @@ class Sites:
     def _run_link(self, x, x_ready, jobs):
         t0 = time.perf_counter()
         verified, mismatches = 0, 0
-        stream = torch.cuda.stream(self.stream) if self.cuda else _no_stream()
-        with stream:
+        stream = self.stream  # None on the CPU
+        with torch.cuda.stream(stream) if stream is not None else _no_stream():
             if x_ready is not None:
-                self.stream.wait_event(x_ready)
+                assert stream is not None  # the event is recorded on CUDA only
+                stream.wait_event(x_ready)
             for _, key, dst, verify in jobs:
                 self.copy_in(key, dst)
                 if verify:
@@ -168,8 +169,8 @@ class Sites:
             batch = self.link_batch[:len(jobs)]
             torch.index_select(self.mem, 0, rows, out=batch)
             out = experts_out(x, self.arena.layout.weights(batch))
-        if self.cuda:
-            self.stream.synchronize()  # the outputs are ready for the compute stream
+        if stream is not None:
+            stream.synchronize()  # the outputs are ready for the compute stream
         return out, time.perf_counter() - t0, verified, mismatches
 
     def _run_cpu(self, x, jobs):

@@ -23,6 +23,7 @@ import math
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.lib import format as npy
@@ -124,7 +125,8 @@ class Trace:
 
 def save(trace: Trace, path: Path) -> None:
     trace.check(str(path))
-    arrays = {"experts": trace.experts.astype(np.int32), "meta": np.array(json.dumps(trace.meta))}
+    arrays: dict[str, Any] = {"experts": trace.experts.astype(np.int32),
+                              "meta": np.array(json.dumps(trace.meta))}
     for name in (*SCORES, "probs"):
         arr = getattr(trace, name)
         if arr is not None:

@@ -17,6 +17,7 @@ from dataclasses import fields
 from typing import Any
 
 from tuner.config import Config
+from tuner.engine.snapshot import Change
 from tuner.knobs import KNOBS
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class SettingsVersions:
         self.version = 1  # the latest version submitted
         self.applied_version = 1  # the version the engine runs
         self.settled_version = 1  # the latest version applied, refused or withdrawn
-        self.changes: deque[dict] = deque(maxlen=MAX_CHANGES)
+        self.changes: deque[Change] = deque(maxlen=MAX_CHANGES)
         self._pending: Pending | None = None
 
     # what the session does for a version
