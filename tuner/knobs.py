@@ -10,7 +10,6 @@ read it without importing any UI or settings library.
 from __future__ import annotations
 
 import sys
-import textwrap
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -362,14 +361,13 @@ class Config:
 
 
 def config_source() -> str:
-    """The text of tuner/config.py: the knobs in table order, under their groups, each with
-    its help as a comment."""
+    """The text of tuner/config.py: the knobs in table order, under their groups (what each
+    does is its help in the table: `tuner knobs`)."""
     lines, group = [CONFIG_HEAD], None
     for k in KNOBS:
         if k.group != group:
             group = k.group
             lines.append(f"\n    # -- {group} " + "-" * (86 - len(group)))
-        lines += textwrap.wrap(k.help, 96, initial_indent="    # ", subsequent_indent="    # ")
         default = f'"{k.default}"' if k.type is str else repr(k.default)
         lines.append(f"    {k.name}: {k.type.__name__} = {default}")
     return "\n".join(lines) + "\n"
