@@ -75,6 +75,7 @@ class Session(SettingsVersions):
         self.unknown_words += [w for w in parts.unknown if w not in self.unknown_words]
 
     def _swap(self, parts: Parts, cfg: Config) -> None:
+        """Runs `parts` from the start of their workload, with `cfg`'s sampling seed."""
         conversation = Conversation(parts.engine, parts.workload, parts.encoded, cfg.seed)
         with self._lock:  # a snapshot sees the old engine or the new one, never a mix
             self._parts = parts
