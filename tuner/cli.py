@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from tuner import __version__
-from tuner.knobs import GROUPS, KNOBS, knob_flag
+from tuner.knobs import GROUPS, INPUT_KNOBS, knob_flag
 
 if TYPE_CHECKING:
     from tuner.settings import Settings
@@ -59,7 +59,7 @@ COMMANDS = {
 
 def given_knobs(args: argparse.Namespace) -> dict[str, Any]:
     """The knob flags given on the command line, by knob name."""
-    return {k.name: getattr(args, f"knob_{k.name}") for k in KNOBS
+    return {k.name: getattr(args, f"knob_{k.name}") for k in INPUT_KNOBS
             if getattr(args, f"knob_{k.name}", None) is not None}
 
 
@@ -68,7 +68,7 @@ def add_knob_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", help="preset name or path to a .toml file")
     for group in GROUPS:
         g = p.add_argument_group(f"{group} knobs")
-        for k in (k for k in KNOBS if k.group == group):
+        for k in (k for k in INPUT_KNOBS if k.group == group):
             text = f"{k.help} [{k.allowed()}; default {k.default!r}; env {k.env}]"
             g.add_argument(knob_flag(k.name), dest=f"knob_{k.name}",
                            metavar=k.type.__name__.upper(),

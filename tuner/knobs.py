@@ -1,17 +1,22 @@
 """The knob table: every engine knob declared once.
 
-Env parsing, CLI flags, the web form, the TUI form, presets, validation messages and the
-README's knob table are all generated from `KNOBS`. This module is plain data (standard
-library only, and the engine's torch-free path limits) so the engine can read it without
-importing any UI or settings library.
+Env parsing, CLI flags, the web form, the TUI form, presets, validation messages, the
+README's knob table and the engine's typed `Config` (tuner/config.py, written by
+`python -m tuner.knobs --write-config`) are all generated from `KNOBS`. This module is plain
+data (standard library only, and the engine's torch-free path limits) so the engine can
+read it without importing any UI or settings library.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, make_dataclass
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
+from tuner.config import Config
 from tuner.engine.inputs import ALLOWED as PATH_ALLOWED
+from tuner.engine.policies import POLICIES
 
 GROUPS = ("routing", "prefetch", "cache", "prefill", "io", "tiers", "hardware", "session")
 
@@ -62,6 +67,7 @@ class Knob:
         if self.choices:
             return "one of " + ", ".join(self.choices)
         if self.off is not None:
+            assert self.min is not None and self.max is not None  # an off value is below a range
             return (f"{_num(self.off)} (off) or {self.type.__name__} in "
                     f"[{_num(self.min)}, {_num(self.max)}]")
         if self.pattern:
@@ -101,6 +107,7 @@ def _num(x: float) -> str:
 
 S000, S001, S002, S003 = "000", "001", "002", "003"
 MIN_GBPS = 0.01  # the slowest emulated bandwidth
+MAX_SLOTS = 1 << 20  # of the largest arena
 
 KNOBS: tuple[Knob, ...] = (
     # routing
@@ -138,12 +145,12 @@ KNOBS: tuple[Knob, ...] = (
          "prefetch", S000,
          search=(False, True)),
     # cache
-    Knob("decode_2q", "STRATA_METAL_DECODE_2Q", bool, False,
-         "two-hit protected LRU: fresh slots start cold, the second claim promotes",
-         "cache", S000,
-         search=(False, True)),
+    Knob("cache_policy", "STRATA_CACHE_POLICY", str, "lru",
+         "the arena's eviction order: " + "; ".join(f"{name} = {policy.summary}"
+                                                    for name, policy in POLICIES.items()),
+         "cache", S000, choices=tuple(POLICIES), search=tuple(POLICIES)),
     Knob("expert_cache", "STRATA_EXPERT_CACHE", int, 0,
-         "arena slots (0 = 20 % of the model's layer-expert pairs)", "cache", S000, 0, 1 << 20,
+         "arena slots (0 = 20 % of the model's layer-expert pairs)", "cache", S000, 0, MAX_SLOTS,
          unit="slots", restart=True),
     Knob("arena_split", "STRATA_ARENA_SPLIT", str, "global",
          "global: one arena shared by all layers; layers: each layer has a slot quota "
@@ -278,6 +285,31 @@ KNOBS: tuple[Knob, ...] = (
 
 BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}
 BY_ENV: dict[str, Knob] = {k.env: k for k in KNOBS}
+
+
+@dataclass(frozen=True)
+class Alias:
+    """An older knob that still works in presets, the environment, on the command line and
+    in changes: each of its values stands for a value of the knob that replaced it. It is
+    parsed and named in messages as it always was (`old`), and nothing outputs it."""
+
+    old: Knob
+    knob: str  # the knob that replaced it
+    means: tuple[tuple[Any, Any], ...]  # (old value, the knob's value)
+
+    def value(self, old: Any) -> Any:
+        """The knob's value `old` stands for (KeyError when it stands for none)."""
+        return dict(self.means)[old]
+
+
+ALIASES: tuple[Alias, ...] = (
+    Alias(Knob("decode_2q", "STRATA_METAL_DECODE_2Q", bool, False,
+               "older name of cache_policy: 1 = 2q, 0 = lru", "cache", S000),
+          "cache_policy", ((False, "lru"), (True, "2q"))),
+)
+ALIAS_OF: dict[str, Alias] = {key: a for a in ALIASES for key in (a.old.name, a.old.env)}
+# Every knob an input can name: the table's, then the older names still accepted.
+INPUT_KNOBS: tuple[Knob, ...] = KNOBS + tuple(a.old for a in ALIASES)
 LOSSY = tuple(k.name for k in KNOBS if k.lossy)  # knobs that may change the output
 
 
@@ -296,15 +328,6 @@ def lookup(key: str) -> Knob | None:
     return BY_NAME.get(key) or BY_ENV.get(key)
 
 
-# The engine's plain view of validated settings: a frozen dataclass with one field per knob.
-Config = make_dataclass(
-    "Config",
-    [(k.name, k.type, field(default=k.default)) for k in KNOBS],
-    frozen=True,
-)
-Config.__doc__ = "Validated knob values as the engine reads them (see tuner.settings)."
-
-
 def budget_list(text: str) -> list[int] | None:
     """The quotas of an `arena_budgets` value, or None for an even split."""
     return [int(t) for t in text.split(",")] if text else None
@@ -315,5 +338,43 @@ def even_budgets(slots: int, layers: int) -> list[int]:
     return [slots // layers + (l < slots % layers) for l in range(layers)]
 
 
-def config_dict(cfg: Any) -> dict[str, Any]:
+def config_dict(cfg: Config) -> dict[str, Any]:
     return {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+
+
+CONFIG_PATH = Path(__file__).with_name("config.py")
+CONFIG_HEAD = '''"""The engine's settings: one typed field per knob, with its default.
+
+Generated from the knob table by `python -m tuner.knobs --write-config`: edit tuner/knobs.py,
+not this file (a test fails when the two differ). Standard library only, so the engine and a
+type checker read it without the settings library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Config:
+    """Validated knob values as the engine reads them (tuner.settings validates them)."""'''
+
+
+def config_source() -> str:
+    """The text of tuner/config.py: the knobs in table order, under their groups (what each
+    does is its help in the table: `tuner knobs`)."""
+    lines, group = [CONFIG_HEAD], None
+    for k in KNOBS:
+        if k.group != group:
+            group = k.group
+            lines.append(f"\n    # -- {group} " + "-" * (86 - len(group)))
+        default = f'"{k.default}"' if k.type is str else repr(k.default)
+        lines.append(f"    {k.name}: {k.type.__name__} = {default}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write-config"]:
+        raise SystemExit("usage: python -m tuner.knobs --write-config (writes tuner/config.py "
+                         "from the knob table)")
+    CONFIG_PATH.write_text(config_source())

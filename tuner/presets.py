@@ -147,8 +147,8 @@ def parse(text: str, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
         key = sorted(bad_meta)[0]
         raise PresetError(where, f"unknown [preset] key {key!r}; allowed: "
                           f"{', '.join(META_KEYS)}", _line_of(text, key))
-    knobs = normalise(knobs)
     try:
+        knobs = normalise(knobs)
         validate(knobs)
     except SettingsError as err:
         key, msg = next(iter(err.problems.items()))

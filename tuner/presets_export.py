@@ -25,7 +25,7 @@ from tuner.engine import synth
 from tuner.engine.decode import arena_slots
 from tuner.engine.model_config import ModelConfig
 from tuner.engine.slots import quotas_for
-from tuner.knobs import BY_ENV, BY_NAME, KNOBS, Knob
+from tuner.knobs import INPUT_KNOBS, KNOBS, Knob
 from tuner.presets import Preset, PresetError, Store, check_name
 from tuner.settings import Settings, SettingsError, env_values, validate
 
@@ -43,6 +43,10 @@ PLACEMENT = ("expert_cache", "arena_split", "arena_budgets", "device")  # become
 # names called it "Metal"); CPU on a machine without a GPU, where a CPU-only build knows no
 # other buffer type and refuses the rest ("unknown buffer type").
 TARGETS = {"cuda": "CUDA0", "metal": "MTL0", "cpu": "CPU"}
+
+# The environment names an env file may hold: the knobs' and the older names still read.
+ENV_OF = {k.name: k.env for k in INPUT_KNOBS}
+ENVS = set(ENV_OF.values())
 
 
 class ImportProblems(ValueError):
@@ -89,7 +93,7 @@ def import_env(text: str, where: str) -> dict:
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             problems.append((number, f"expected NAME=VALUE, got {raw!r}"))
             continue
-        if key not in BY_ENV:
+        if key not in ENVS:
             problems.append((number, f"{key} is not a tuner knob's environment name (see "
                                      "`tuner knobs`)"))
             continue
@@ -102,12 +106,12 @@ def import_env(text: str, where: str) -> dict:
     try:
         knobs = env_values(values)
     except SettingsError as err:
-        problems += [(line_of[BY_NAME[name].env], msg) for name, msg in err.problems.items()]
+        problems += [(line_of[ENV_OF[name]], msg) for name, msg in err.problems.items()]
         knobs = {}
     try:  # the values that parsed, checked together: a knob's problem is on its line
         validate(knobs)
     except SettingsError as err:
-        problems += [(line_of.get(BY_NAME[name].env) if name in BY_NAME else None, msg)
+        problems += [(line_of.get(ENV_OF.get(name, "")), msg)
                      for name, msg in err.problems.items()]
     if problems:
         raise ImportProblems(where, sorted(problems, key=lambda p: p[0] or 0))

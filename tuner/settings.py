@@ -33,7 +33,17 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from tuner.engine.inputs import check as check_path
 from tuner.engine.workload import WorkloadError
 from tuner.engine.workload import check as check_workload
-from tuner.knobs import BY_NAME, KNOBS, Config, Knob, budget_list, lookup
+from tuner.knobs import (
+    ALIAS_OF,
+    BY_NAME,
+    INPUT_KNOBS,
+    KNOBS,
+    Alias,
+    Config,
+    Knob,
+    budget_list,
+    lookup,
+)
 
 
 class SettingsError(ValueError):
@@ -126,7 +136,7 @@ class _EnvLayer(BaseSettings):
 
 
 EnvLayer = create_model("EnvLayer", __base__=_EnvLayer,
-                        **{k.name: (str | None, Field(None, alias=k.env)) for k in KNOBS})
+                        **{k.name: (str | None, Field(None, alias=k.env)) for k in INPUT_KNOBS})
 
 _INT_TEXT = re.compile(r"[+-]?\d{1,20}")
 _FLOAT_TEXT = re.compile(r"[+-]?(\d{1,20}(\.\d{0,20})?|\.\d{1,20})([eE][+-]?\d{1,3})?")
@@ -192,12 +202,39 @@ def _explain(err: ValidationError, given: Mapping[str, Any]) -> dict[str, str]:
     return problems
 
 
+def unaliased(alias: Alias, value: Any) -> Any:
+    """The value of the knob that replaced `alias` that the alias's `value` (typed, or text
+    as from_text reads it) stands for. Raises SettingsError naming the alias."""
+    old = alias.old
+    if isinstance(value, str):
+        value = from_text(old, value)
+    value = _switch(value) if old.type is bool else value
+    if type(value) is not old.type or value not in dict(alias.means):
+        raise SettingsError({old.name: _not_allowed(old, value, _wrong_type(old, value))})
+    return alias.value(value)
+
+
 def normalise(changes: Mapping[str, Any]) -> dict[str, Any]:
-    """Map STRATA_* aliases to knob names; unknown keys are kept so validation names them."""
+    """Map STRATA_* aliases to knob names, and an older knob name (`ALIASES`) to the knob
+    and value it stands for; unknown keys are kept so validation names them. An older name
+    and its knob given together must agree."""
     out: dict[str, Any] = {}
+    via: dict[str, str] = {}  # knob name -> the older name that set it
     for key, value in changes.items():
-        knob = lookup(key)
-        out[knob.name if knob else key] = value
+        alias = ALIAS_OF.get(key)
+        if alias is not None:
+            name, value = alias.knob, unaliased(alias, value)
+        else:
+            knob = lookup(key)
+            name = knob.name if knob else key
+        older = alias.old.name if alias else via.get(name)
+        if older and name in out and out[name] != value:
+            raise SettingsError({older: f"{older} (the older name of {name}) and {name} "
+                                        f"disagree: {shown(out[name])} against "
+                                        f"{shown(value)}; give one of the two"})
+        if alias is not None:
+            via[name] = alias.old.name
+        out[name] = value
     return out
 
 
@@ -214,7 +251,7 @@ def env_values(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     names, each parsed by `from_text`: an env file read by `tuner presets import` goes
     through exactly what the environment goes through."""
     environ = os.environ if environ is None else environ
-    envs = {k.env for k in KNOBS}
+    envs = {k.env for k in INPUT_KNOBS}
     unknown = sorted(k for k in environ if k.startswith("STRATA_") and k not in envs)
     if unknown:
         raise SettingsError({k: f"unknown environment knob {k!r}; see `tuner knobs`"

@@ -11,8 +11,6 @@ import sys
 import time
 from dataclasses import replace
 
-import torch
-
 from tuner.engine import synth
 from tuner.engine.session import Session
 from tuner.knobs import Config

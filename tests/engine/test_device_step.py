@@ -48,7 +48,7 @@ def test_the_fixed_path_runs_every_layer_on_the_device_first(fixed, tiny_config)
 
 
 @pytest.mark.parametrize("changes", [
-    {"expert_cache": 6}, {"expert_cache": 64}, {"decode_2q": True},
+    {"expert_cache": 6}, {"expert_cache": 64}, {"cache_policy": "2q"},
     {"prefetch": "stale", "prefetch_max": 0}, {"prefetch": "prev"},
     {"arena_split": "layers", "prefetch": "stale", "prefetch_max": 0},
 ])
@@ -97,10 +97,10 @@ def test_a_layer_run_ahead_on_a_table_that_then_changed_runs_again(fixed, tiny_c
     stale_runs = []
     plain = Engine._launch
 
-    def launch(self, l):
+    def launch(self, run, l):
         if self._launched[l] is not None:  # it had run, on a table that changed since
             stale_runs.append(l)
-        plain(self, l)
+        plain(self, run, l)
 
     monkeypatch.setattr(Engine, "_launch", launch)
     base = run(tiny_config)
@@ -113,7 +113,7 @@ def test_a_layer_run_ahead_on_a_table_that_then_changed_runs_again(fixed, tiny_c
 @pytest.mark.parametrize("shapes", [{"cuda"}, {"cpu", "cuda"}])
 @pytest.mark.parametrize("changes", [
     {}, {"drop_cold": 0.2}, {"moce_bonus": 0.85, "prefetch": "stale", "prefetch_max": 0},
-    {"drop_cold": 0.1, "prefetch": "prev", "decode_2q": True},
+    {"drop_cold": 0.1, "prefetch": "prev", "cache_policy": "2q"},
 ])
 def test_the_device_first_path_decides_as_the_host_driven_one(tiny_config, monkeypatch,
                                                               shapes, changes):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from tuner.engine.predict import predict
-from tuner.knobs import Config
+from tuner.engine.predict import PREDICTORS, predict
+from tuner.knobs import BY_NAME, Config
 
 
 def test_route_consistent_prediction_asks_for_fewer_missing_experts():
@@ -44,3 +44,7 @@ def test_prev_predicts_the_previous_routing():
     assert predict(Config(prefetch="prev"), 4, [3, 1, 2, 0], torch.zeros(8),
                    lambda: None) == [3, 1, 2, 0]
     assert predict(Config(prefetch="prev"), 4, None, torch.zeros(8), lambda: None) == []
+
+
+def test_the_prefetch_knob_offers_every_registered_predictor():
+    assert BY_NAME["prefetch"].choices == ("off", *PREDICTORS)

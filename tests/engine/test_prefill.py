@@ -39,7 +39,7 @@ def test_batched_prefill_agrees_with_the_token_by_token_path(request, fixture):
     runs = {}
     for batched in (True, False, True):
         s, snap = finish(replace(cfg, prefill=batched), len(prompt) + 24, prompt_ids=prompt)
-        runs.setdefault(batched, []).append((list(s.output_ids), s._logits, snap))
+        runs.setdefault(batched, []).append((list(s.output_ids), s.conversation.logits, snap))
     (ids_b, logits_b, snap_b), (ids_again, _, again) = runs[True]
     (ids_t, logits_t, snap_t), = runs[False]
     assert ids_b == ids_t and len(ids_b) == 24
@@ -142,9 +142,9 @@ def test_decode_from_the_same_kv_cache_is_bit_identical_after_either_prefill(sma
     assert not torch.equal(batched.engine.dec.k_cache, per_token.engine.dec.k_cache)
     per_token.engine.dec.k_cache.copy_(batched.engine.dec.k_cache)
     per_token.engine.dec.v_cache.copy_(batched.engine.dec.v_cache)
-    per_token._logits = batched._logits
+    per_token.conversation.logits = batched.conversation.logits
     for s in sessions:
         s.run(8)
         s.engine.close()
     assert list(batched.output_ids) == list(per_token.output_ids)
-    assert torch.equal(batched._logits, per_token._logits)
+    assert torch.equal(batched.conversation.logits, per_token.conversation.logits)

@@ -38,7 +38,7 @@ def looped(trace: Trace, tokens: int) -> Trace:
                  stale=trace.stale[index])
 
 
-@pytest.mark.parametrize("changes", [{}, {"decode_2q": True}, {"expert_cache": 6}])
+@pytest.mark.parametrize("changes", [{}, {"cache_policy": "2q"}, {"expert_cache": 6}])
 def test_a_driven_session_counts_what_replay_counts(tiny_config, recorded, changes, run):
     path, trace = recorded
     tokens = trace.tokens + 25  # once through, then around again

@@ -31,9 +31,9 @@ def test_same_settings_same_tokens_and_counters(tiny_config, run):
 
 
 @pytest.mark.parametrize("changes", [
-    {"expert_cache": 6}, {"expert_cache": 40}, {"expert_cache": 64}, {"decode_2q": True},
+    {"expert_cache": 6}, {"expert_cache": 40}, {"expert_cache": 64}, {"cache_policy": "2q"},
     {"prefetch": "stale"}, {"prefetch": "stale", "prefetch_max": 0}, {"prefetch": "prev"},
-    {"prefetch": "stale", "decode_2q": True, "prefetch_touch": True},
+    {"prefetch": "stale", "cache_policy": "2q", "prefetch_touch": True},
     {"io_workers": 1, "io_urgent": 0, "io_piece_kib": 4}, {"io_direct": True},
     {"moce_protect": 0, "prefetch_route": True}, {"expert_store": "ram"},
     {"expert_store": "ram", "prefetch": "stale", "prefetch_max": 0},
@@ -112,11 +112,11 @@ def test_live_change_applies_at_token_boundary(tiny_config):
     s = Session(tiny_config)
     s.start()
     try:
-        v = s.submit(replace(tiny_config, decode_2q=True, moce_bonus=0.5))
+        v = s.submit(replace(tiny_config, cache_policy="2q", moce_bonus=0.5))
         assert s.wait_applied(v, 30)
         snap = s.snapshot()
         assert snap["settings_version"] == v
-        assert snap["settings"]["decode_2q"] and snap["arena"]["policy"] == "2q"
+        assert snap["settings"]["cache_policy"] == "2q" and snap["arena"]["policy"] == "2q"
         assert snap["changes"][-1]["changed"]["moce_bonus"] == [0.0, 0.5]
         v2 = s.submit(replace(tiny_config, expert_cache=24))  # restart-class: rebuilds
         assert s.wait_applied(v2, 30)

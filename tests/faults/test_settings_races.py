@@ -26,7 +26,7 @@ def test_version_and_settings_are_read_together(live):
         with httpx.Client(timeout=30) as client:
             for i in range(40):
                 r = client.patch(f"{live.url}/api/settings", json={"moce_bonus": i / 10,
-                                                                  "decode_2q": i % 2 == 1})
+                                                                  "prefetch_touch": i % 2 == 1})
                 state = r.json()
                 by_version[state["version"]] = state["settings"]
     finally:

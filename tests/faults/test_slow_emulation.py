@@ -58,17 +58,17 @@ def stuck(tiny_overrides):
     controller.apply_timeout = 4.0
     session = controller.session
     held, release = threading.Event(), threading.Event()
-    token = session._token
+    advance = session.conversation.advance
 
-    def hanging() -> None:
+    def hanging(cfg, budget=None) -> int:
         if not release.is_set():
             held.set()
             release.wait(60)
-        token()
+        return advance(cfg, budget)
 
     try:
         for live in serve(controller):
-            session._token = hanging
+            session.conversation.advance = hanging
             assert held.wait(30)
             live.release = release
             yield live

@@ -19,9 +19,10 @@ def base(tiny_overrides):
 
 def test_an_arm_is_a_preset_or_overrides_on_top_of_the_base(base, tmp_path):
     two_q = arm_settings("2q", base)
-    assert two_q.decode_2q and two_q.expert_cache == 16  # the base's knobs are kept
-    both = arm_settings("moce_bonus=0.85, decode_2q=1", base)
-    assert (both.moce_bonus, both.decode_2q, both.expert_cache) == (0.85, True, 16)
+    assert two_q.cache_policy == "2q" and two_q.expert_cache == 16  # the base's are kept
+    both = arm_settings("moce_bonus=0.85, cache_policy=2q", base)
+    assert (both.moce_bonus, both.cache_policy, both.expert_cache) == (0.85, "2q", 16)
+    assert arm_settings("decode_2q=1", base).cache_policy == "2q"  # the older name
     path = tmp_path / "mine.toml"
     path.write_text("[knobs]\nprefetch = 'stale'\n")
     assert arm_settings(str(path), base).prefetch == "stale"
@@ -31,7 +32,7 @@ def test_an_arm_is_a_preset_or_overrides_on_top_of_the_base(base, tmp_path):
     ("moce_bonus=20", SettingsError,
      r"moce_bonus \(STRATA_METAL_MOCE_BONUS\) = 20.0 is not allowed: expected float in \[0, 10\]"),
     ("bogus=1", SettingsError, "unknown knob 'bogus'"),
-    ("decode_2q=1,x", SettingsError, "'x' is not knob=value; an arm is a preset name"),
+    ("cache_policy=2q,x", SettingsError, "'x' is not knob=value; an arm is a preset name"),
     ("nonesuch", PresetError, "no preset of that name; known: .*2q.*; an arm is a preset"),
 ])
 def test_bad_arms_name_what_was_wrong(base, text, error, message):
@@ -61,8 +62,8 @@ def test_ab_end_to_end_json(tiny_model, capsys):
     assert status == 0
     r = json.loads(capsys.readouterr().out)
     assert [run["arm"] for run in r["runs"]] == ["A", "B", "A", "B", "A"]
-    assert r["knob_diff"] == [{"knob": "decode_2q", "env": "STRATA_METAL_DECODE_2Q",
-                               "a": False, "b": True}]
+    assert r["knob_diff"] == [{"knob": "cache_policy", "env": "STRATA_CACHE_POLICY",
+                               "a": "lru", "b": "2q"}]
     assert "cold arena" in r["start_state"] and r["labels"] == {"A": "baseline", "B": "2q"}
     for arm in ("A", "B"):
         assert r["arms"][arm]["identical"]  # the engine is deterministic

@@ -22,11 +22,11 @@ LOOSE = [
     pytest.param("moce_bonus", "5", id="text-for-float"),
     pytest.param("prefetch_max", "5", id="text-for-int"),
     pytest.param("prefetch_max", 5.0, id="fraction-for-int"),
-    pytest.param("decode_2q", "yes", id="yes-for-switch"),
-    pytest.param("decode_2q", "on", id="on-for-switch"),
-    pytest.param("decode_2q", "1", id="text-1-for-switch"),
-    pytest.param("decode_2q", 2, id="2-for-switch"),
-    pytest.param("decode_2q", 1.0, id="fraction-for-switch"),
+    pytest.param("prefetch_touch", "yes", id="yes-for-switch"),
+    pytest.param("prefetch_touch", "on", id="on-for-switch"),
+    pytest.param("prefetch_touch", "1", id="text-1-for-switch"),
+    pytest.param("prefetch_touch", 2, id="2-for-switch"),
+    pytest.param("prefetch_touch", 1.0, id="fraction-for-switch"),
     pytest.param("prefetch", 1, id="number-for-choice"),
     pytest.param("model", 5, id="number-for-text"),
     pytest.param("moce_bonus", None, id="null"),
@@ -64,7 +64,7 @@ def test_websocket_refuses_loose_types(live):
 
 
 @pytest.mark.parametrize("knob,value,expected", [
-    ("decode_2q", 1, True), ("decode_2q", 0, False), ("decode_2q", True, True),
+    ("prefetch_touch", 1, True), ("prefetch_touch", 0, False), ("prefetch_touch", True, True),
     ("moce_bonus", 1, 1.0), ("prefetch_max", 7, 7),
 ])
 def test_typed_values_of_the_right_kind_pass(knob, value, expected):
@@ -73,7 +73,8 @@ def test_typed_values_of_the_right_kind_pass(knob, value, expected):
 
 
 @pytest.mark.parametrize("knob,text,expected", [
-    ("decode_2q", "1", True), ("decode_2q", "false", False), ("decode_2q", "TRUE", True),
+    ("prefetch_touch", "1", True), ("prefetch_touch", "false", False),
+    ("prefetch_touch", "TRUE", True),
     ("prefetch_max", "7", 7), ("prefetch_max", "-1", -1), ("moce_bonus", "0.85", 0.85),
     ("moce_bonus", "1e-3", 0.001), ("moce_bonus", ".5", 0.5), ("model", " x ", " x "),
 ])
@@ -82,7 +83,8 @@ def test_text_inputs_take_plain_spellings(knob, text, expected):
 
 
 @pytest.mark.parametrize("knob,text", [
-    ("decode_2q", "yes"), ("decode_2q", "on"), ("decode_2q", "2"), ("decode_2q", ""),
+    ("prefetch_touch", "yes"), ("prefetch_touch", "on"), ("prefetch_touch", "2"),
+    ("prefetch_touch", ""),
     ("prefetch_max", "5.0"), ("prefetch_max", "1_000"), ("prefetch_max", "0x10"),
     ("moce_bonus", "nan"), ("moce_bonus", "inf"), ("moce_bonus", "1,5"),
     ("seed", "9" * 5000),
@@ -95,26 +97,28 @@ def test_text_inputs_refuse_other_spellings(knob, text):
 
 
 def test_environment_is_parsed_strictly(monkeypatch):
-    monkeypatch.setenv("STRATA_METAL_DECODE_2Q", "true")
+    monkeypatch.setenv("STRATA_METAL_PREFETCH_TOUCH", "true")
     monkeypatch.setenv("STRATA_PREFETCH_MAX", "6")
-    assert env_values() == {"decode_2q": True, "prefetch_max": 6}
-    monkeypatch.setenv("STRATA_METAL_DECODE_2Q", "yes")
+    assert env_values() == {"prefetch_touch": True, "prefetch_max": 6}
+    monkeypatch.setenv("STRATA_METAL_PREFETCH_TOUCH", "yes")
     monkeypatch.setenv("STRATA_METAL_MOCE_PROTECT", "3.5")
     with pytest.raises(SettingsError) as err:
         env_values()
-    assert set(err.value.problems) == {"decode_2q", "moce_protect"}
+    assert set(err.value.problems) == {"prefetch_touch", "moce_protect"}
 
 
 def test_flags_are_parsed_strictly(capsys):
-    assert cli(["presets", "save", "x", "--decode-2q", "on"]) == 2
-    assert "decode_2q (STRATA_METAL_DECODE_2Q) = 'on' is not allowed" in capsys.readouterr().err
+    assert cli(["presets", "save", "x", "--prefetch-touch", "on"]) == 2
+    err = capsys.readouterr().err
+    assert "prefetch_touch (STRATA_METAL_PREFETCH_TOUCH) = 'on' is not allowed" in err
     assert cli(["presets", "save", "x", "--moce-protect", "2.0"]) == 2
     assert "int in [0, 64]" in capsys.readouterr().err
-    assert cli(["presets", "save", "x", "--decode-2q", "1", "--moce-bonus", "0.5"]) == 0
+    assert cli(["presets", "save", "x", "--prefetch-touch", "1", "--moce-bonus", "0.5"]) == 0
 
 
 @pytest.mark.parametrize("text", ['moce_protect = true', 'moce_bonus = "5"',
-                                  'decode_2q = "yes"', 'decode_2q = 2', 'prefetch_max = 5.0'])
+                                  'prefetch_touch = "yes"', 'prefetch_touch = 2',
+                                  'prefetch_max = 5.0'])
 def test_preset_files_are_typed_strictly(text):
     with pytest.raises(PresetError) as err:
         parse(f"[knobs]\n{text}\n", "p.toml")
@@ -123,7 +127,7 @@ def test_preset_files_are_typed_strictly(text):
 
 def test_form_fields_are_parsed_strictly(live):
     headers = live.page_headers
-    r = httpx.post(f"{live.url}/ui/knobs/decode_2q", data={"value": "on"}, headers=headers)
+    r = httpx.post(f"{live.url}/ui/knobs/prefetch_touch", data={"value": "on"}, headers=headers)
     assert "is not allowed" in r.text and live.session.applied_version == 1
-    r = httpx.post(f"{live.url}/ui/knobs/decode_2q", data={"value": "true"}, headers=headers)
-    assert "is not allowed" not in r.text and live.controller.settings.decode_2q is True
+    r = httpx.post(f"{live.url}/ui/knobs/prefetch_touch", data={"value": "true"}, headers=headers)
+    assert "is not allowed" not in r.text and live.controller.settings.prefetch_touch is True

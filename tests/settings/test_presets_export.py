@@ -43,7 +43,7 @@ def test_an_import_says_which_knobs_it_left_out_at_their_defaults(tuner_home, tm
     said = capsys.readouterr().out.strip()
     assert said.endswith(": 3 knobs read, 1 kept; left out at their defaults (a preset holds "
                          "what differs from them): STRATA_METAL_MOCE_PROTECT, STRATA_PREFETCH")
-    assert Store().get("back").knobs == {"decode_2q": True}
+    assert Store().get("back").knobs == {"cache_policy": "2q"}
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -81,7 +81,7 @@ def test_import_refuses_names_in_use(tmp_path):
     env = tmp_path / "mine.env"
     env.write_text("STRATA_METAL_DECODE_2Q=1\n")
     store = Store()
-    assert import_file(store, env).knobs == {"decode_2q": True}
+    assert import_file(store, env).knobs == {"cache_policy": "2q"}
     with pytest.raises(PresetError, match="give --overwrite"):
         import_file(store, env)
     import_file(store, env, overwrite=True)

@@ -38,7 +38,7 @@ def test_precedence_preset_env_cli(monkeypatch):
     monkeypatch.setenv("STRATA_METAL_MOCE_BONUS", "0.2")
     monkeypatch.setenv("STRATA_PREFETCH_MAX", "6")
     s = settings.load(preset=preset, cli={"prefetch_max": "7"})
-    assert (s.moce_bonus, s.decode_2q, s.prefetch_max) == (0.2, True, 7)
+    assert (s.moce_bonus, s.cache_policy, s.prefetch_max) == (0.2, "2q", 7)
 
 
 @pytest.mark.parametrize("changes, knob, fragment", [
@@ -102,12 +102,12 @@ def test_shipped_presets_are_valid():
 
 def test_preset_round_trip(tuner_home):
     store = Store()
-    s = settings.apply(settings.defaults(), {"moce_bonus": 0.85, "decode_2q": True,
+    s = settings.apply(settings.defaults(), {"moce_bonus": 0.85, "cache_policy": "2q",
                                              "prefetch": "stale"})
     store.save("mine", s, "a test")
     back = store.get("mine")
     assert back.settings() == s
-    assert back.knobs == {"moce_bonus": 0.85, "decode_2q": True, "prefetch": "stale"}
+    assert back.knobs == {"moce_bonus": 0.85, "cache_policy": "2q", "prefetch": "stale"}
     assert back.meta["description"] == "a test" and back.meta["engine_version"]
     assert not list(store.user.glob("*.tmp"))
 

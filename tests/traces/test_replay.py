@@ -24,7 +24,7 @@ def one_layer(sequence: str) -> Trace:
 
 
 @pytest.mark.parametrize("changes", [{}, {"expert_cache": 6}, {"expert_cache": 40},
-                                     {"decode_2q": True}])
+                                     {"cache_policy": "2q"}])
 def test_replay_gives_exactly_the_live_engines_hits_and_misses(tiny_config, changes):
     cfg = replace(tiny_config, **changes)  # prefetch off and bonus 0: the defaults
     trace, snap = record(cfg, 100)

@@ -24,7 +24,7 @@ def true_ms(s) -> float:
 
 class Drifting:
     """Measures on a machine that gets slower and slower (by 5x over a short tune);
-    decode_2q = 1 is made to change the output, as a lossy bug would."""
+    the 2q policy is made to change the output, as a lossy bug would."""
 
     def __init__(self):
         self.calls = 0
@@ -36,7 +36,7 @@ class Drifting:
         self.raw.append(ms)
         return {"tokens": 8, "ms_per_token": ms, "stall_ms_per_token": 0.0,
                 "bytes_per_token": 1000 - 10 * s.prefetch_max, "hit_rate": 50.0,
-                "output_hash": "changed" if s.decode_2q else "exact"}
+                "output_hash": "changed" if s.cache_policy == "2q" else "exact"}
 
 
 def study(tmp_path) -> optuna.Study:
@@ -47,7 +47,8 @@ def study(tmp_path) -> optuna.Study:
 
 
 def test_pairing_removes_drift_and_identity_breaks_are_rejected(tmp_path):
-    space = build_space("decode_2q=0|1", "prefetch=off,prefetch_touch=0,io_workers=8,io_urgent=2,"
+    space = build_space("cache_policy=lru|2q",
+                        "prefetch=off,prefetch_touch=0,io_workers=8,io_urgent=2,"
                         "arena_split=global,prompt_hot=1")
     measure = Drifting()
     worker = TrialWorker({}, Span(8, 8), sentinel_every=1, measure=measure, name="w")
@@ -64,17 +65,17 @@ def test_pairing_removes_drift_and_identity_breaks_are_rejected(tmp_path):
     fastest = true_ms(validate({"prefetch_max": 8}))
     assert max(measure.raw) / min(measure.raw) > 3 * BASE_MS / fastest
     for t in rejected:
-        assert t.params["decode_2q"] is True
+        assert t.params["cache_policy"] == "2q"
         assert "output differs from the baseline's" in t.user_attrs["rejected"]
         assert "exact arm (moce_bonus, moce_bonus_r1, drop_cold all 0)" in t.user_attrs[
                 "rejected"]
-    assert all(t.params["decode_2q"] is False for t in s.best_trials)
+    assert all(t.params["cache_policy"] == "lru" for t in s.best_trials)
     assert len(worker.baselines) == 17  # before every trial, and the sentinel after
 
 
 def test_the_sentinel_is_measured_every_n_trials(tmp_path):
     worker = TrialWorker({}, Span(8, 8), sentinel_every=3, measure=Drifting(), name="w")
-    space = build_space("", "decode_2q=0")
+    space = build_space("", "cache_policy=lru")
     s = study(tmp_path)
     run_trials(s, space, validate({}), LocalPool(worker), 7, "ms", guards_for())
     assert len(worker.baselines) == 4  # before trials 0, 3 and 6, and after trial 6
@@ -111,7 +112,7 @@ def test_ctrl_c_keeps_finished_trials(tmp_path):
     worker = TrialWorker({}, Span(8, 8), sentinel_every=1, measure=Interrupting(),
                          name="w")
     s = study(tmp_path)
-    space = build_space("", "decode_2q=0")
+    space = build_space("", "cache_policy=lru")
     assert not run_trials(s, space, validate({}), LocalPool(worker), 10, "ms", guards_for())
     states = [t.state.name for t in s.trials]
     assert states == ["COMPLETE", "COMPLETE", "FAIL"]
@@ -124,7 +125,7 @@ def test_a_study_resumes_only_with_the_same_spec(tmp_path):
     def pool():
         return LocalPool(TrialWorker({}, Span(8, 8), 2, measure=Drifting(), name="w"))
 
-    spec = Spec(base={}, fix="decode_2q=0", tokens=8, warmup=8)
+    spec = Spec(base={}, fix="cache_policy=lru", tokens=8, warmup=8)
     storage = str(tmp_path / "t.db")
     first = tune(spec, 3, storage, "s", pool=pool())
     assert len(first["trials"]) == 3 and first["trials"][0]["params"]["prefetch_max"] == 2
@@ -133,7 +134,7 @@ def test_a_study_resumes_only_with_the_same_spec(tmp_path):
     from tuner.tune.study import TuneError
 
     with pytest.raises(TuneError, match="other objective .*'ms'.*name a new --study"):
-        tune(Spec(base={}, fix="decode_2q=0", tokens=8, warmup=8, objective="stall"), 1,
+        tune(Spec(base={}, fix="cache_policy=lru", tokens=8, warmup=8, objective="stall"), 1,
              storage, "s", pool=pool())
 
 
@@ -146,7 +147,7 @@ def test_a_resumed_study_fails_the_trials_a_killed_tune_left_running(tmp_path):
 
     from tuner.tune.study import open_study
 
-    spec = Spec(base={}, fix="decode_2q=0", tokens=8, warmup=8)
+    spec = Spec(base={}, fix="cache_policy=lru", tokens=8, warmup=8)
     storage = f"sqlite:///{tmp_path / 't.db'}"
     recorded = spec.recorded(spec.space_of())
     s = open_study(storage, "s", recorded, 0)

@@ -48,7 +48,8 @@ def test_space_narrows_and_adds_fix_pins():
     got = space.describe()
     assert got["prefetch_max"] == "1:4" and got["prefetch"] == "prev|stale"
     assert got["expert_cache"] == "8:32"  # any knob with a range may be searched
-    assert got["decode_2q"] == "=1" and space.fixed == {"decode_2q": True}
+    # the older name of a knob pins the knob
+    assert got["cache_policy"] == "=2q" and space.fixed == {"cache_policy": "2q"}
 
 
 @pytest.mark.parametrize("space, fix, message", [
@@ -65,7 +66,7 @@ def test_space_narrows_and_adds_fix_pins():
     ("", "workload=chat-cold", "--fix: workload is what every span measures.*--workload"),
     ("decode_2q", "", "'decode_2q' is not knob=low:high"),
     ("", "prefetch_max=x", r"--fix prefetch_max=x: .*expected int in \[0, 512\]"),
-    ("decode_2q=0|1", "decode_2q=1", "both searched \\(--space\\) and pinned \\(--fix\\)"),
+    ("cache_policy=lru|2q", "decode_2q=1", "both searched \\(--space\\) and pinned \\(--fix\\)"),
     ("", ",".join(f"{k.name}={k.default}" for k in KNOBS if k.search and not k.lossy),
      "nothing is left to search"),
 ])

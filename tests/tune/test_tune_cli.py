@@ -29,7 +29,7 @@ def test_tune_saves_the_best_trial_and_ab_tests_it(tiny_model, tuner_home, capsy
     assert status == 0 and r["complete"] and len(r["trials"]) == 5
     first = r["trials"][0]  # the baseline's own values run first
     assert first["params"] == {"prefetch": "off", "prefetch_max": 2, "prefetch_touch": False,
-                               "decode_2q": False, "arena_split": "global", "prompt_hot": True,
+                               "cache_policy": "lru", "arena_split": "global", "prompt_hot": True,
                                "io_workers": 3, "io_urgent": 1}
     assert r["front"] and all(t["state"] == "complete" for t in r["front"])
     for t in r["trials"]:

@@ -37,7 +37,7 @@ async def test_backend_runs_an_ab_and_reports_it(backend, controller):
         assert job["state"] == "done", job
         assert [run["arm"] for run in job["runs"]] == ["A", "B", "A"]
         assert job["result"]["verdict"]
-        assert job["result"]["knob_diff"][0]["knob"] == "decode_2q"
+        assert job["result"]["knob_diff"][0]["knob"] == "cache_policy"
 
 
 async def finished(backend, timeout: float = 30.0) -> dict:
@@ -108,7 +108,7 @@ async def test_an_ab_started_from_the_presets_screen_shows_runs_and_verdict(
         assert [runs.get_row_at(i)[6:8] for i in range(runs.row_count)] == [["0", "100.0"]] * 3
         assert "KL 0 nats/token, top-1 agreement 100.0 %" in str(result.render())
         assert "done: 3 runs" in str(screen.query_one("#ab-progress", Static).render())
-        assert "decode_2q off -> on" in str(result.render())
+        assert "cache_policy lru -> 2q" in str(result.render())
         assert "rules seed000:" in str(result.render())
         assert "on chat-cold, rules seed000" in str(screen.query_one("#ab-heading",
                                                                     Static).render())

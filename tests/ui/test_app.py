@@ -44,7 +44,7 @@ async def type_into(pilot, selector: str, text: str) -> None:
     await pilot.press(*text, "enter")
 
 
-async def test_toggling_2q_and_changing_the_bonus_change_the_settings_version(
+async def test_toggling_a_switch_and_changing_the_bonus_change_the_settings_version(
         embedded, controller):
     controller.session.pause()
     app = create_app(embedded)
@@ -55,9 +55,9 @@ async def test_toggling_2q_and_changing_the_bonus_change_the_settings_version(
         assert isinstance(app.screen, KnobsScreen)
         first = controller.version
 
-        await pilot.click("#knob-decode_2q")
+        await pilot.click("#knob-prefetch_touch")
         await wait(lambda: controller.version == first + 1)
-        assert controller.settings.decode_2q is True
+        assert controller.settings.prefetch_touch is True
 
         await type_into(pilot, "#knob-moce_bonus", "0.85")
         await wait(lambda: controller.version == first + 2)
@@ -227,9 +227,9 @@ async def test_help_screen_and_command_palette(embedded, controller):
         assert not isinstance(app.screen, HelpScreen)
 
         version = controller.version
-        await run_command(pilot, "toggle decode_2q")
+        await run_command(pilot, "toggle prefetch_touch")
         await until(lambda: controller.version > version, pause=pilot.pause)
-        assert controller.settings.decode_2q is True
+        assert controller.settings.prefetch_touch is True
         assert isinstance(app.screen, KnobsScreen)  # where a rejection would show
 
         await run_command(pilot, "apply preset 2q")
@@ -364,10 +364,10 @@ async def test_switches_say_on_or_off_in_words(embedded, controller):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("3")
         await pilot.pause()
-        state = app.screen.query_one("#field-decode_2q .switch-state", Label)
+        state = app.screen.query_one("#field-prefetch_touch .switch-state", Label)
         assert str(state.render()) == "off"
-        await pilot.click("#knob-decode_2q")
-        await until(lambda: controller.settings.decode_2q, pause=pilot.pause)
+        await pilot.click("#knob-prefetch_touch")
+        await until(lambda: controller.settings.prefetch_touch, pause=pilot.pause)
         assert str(state.render()) == "on"
 
 
@@ -404,13 +404,13 @@ async def test_the_preset_diff_follows_apply_and_save(embedded, controller):
         diff = app.screen.query_one("#preset-diff", DataTable)
         await wait(lambda: presets.row_count > 0)
         # values as the knob form shows them, never Python's reprs
-        assert presets.get_row("2q")[2] == "decode_2q=on"
+        assert presets.get_row("2q")[2] == "cache_policy=2q"
         presets.move_cursor(row=presets.get_row_index("2q"))
         await pilot.press("d")
-        await wait(lambda: diff.row_count > 0)  # decode_2q and the arena would change
-        assert diff.get_row_at(0)[2:] == ["on", "off"]  # the preset, the settings now
+        await wait(lambda: diff.row_count > 0)  # cache_policy and the arena would change
+        assert diff.get_row_at(0)[2:] == ["2q", "lru"]  # the preset, the settings now
         await pilot.press("a")
-        await wait(lambda: controller.settings.decode_2q)
+        await wait(lambda: controller.settings.cache_policy == "2q")
         await wait(lambda: diff.row_count == 0)  # applied: nothing left to change
 
         controller.change({"moce_bonus": 1.5})

@@ -34,12 +34,13 @@ async def test_knobs_are_the_knob_table(backend):
 async def test_change_is_applied_and_versioned(backend, controller):
     async with following(backend):
         before = await backend.state()
-        state = await backend.change({"moce_bonus": 0.85, "decode_2q": True})
+        state = await backend.change({"moce_bonus": 0.85, "cache_policy": "2q"})
         assert state["version"] == before["version"] + 1 == controller.version
-        assert controller.settings.moce_bonus == 0.85 and controller.settings.decode_2q
+        assert controller.settings.moce_bonus == 0.85
+        assert controller.settings.cache_policy == "2q"
         snap = await until(lambda: (s := backend.latest()) and
                            s["settings_version"] == state["version"] and s)
-        assert snap["settings"]["decode_2q"] is True
+        assert snap["settings"]["cache_policy"] == "2q"
 
 
 async def test_rejected_change_carries_the_engine_message_and_changes_nothing(

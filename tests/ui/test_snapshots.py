@@ -34,7 +34,7 @@ name = "2q"
 description = "Two-hit protected LRU."
 
 [knobs]
-decode_2q = true
+cache_policy = "2q"
 """
 
 

@@ -31,8 +31,8 @@ def test_ab_of_two_presets(live):
     assert [run["arm"] for run in job["runs"]] == ["A", "B", "A"]
     result = job["result"]
     assert {"verdict", "drift", "arms", "pairs"} <= result.keys()
-    assert result["knob_diff"] == [{"knob": "decode_2q", "env": "STRATA_METAL_DECODE_2Q",
-                                    "a": False, "b": True}]
+    assert result["knob_diff"] == [{"knob": "cache_policy", "env": "STRATA_CACHE_POLICY",
+                                    "a": "lru", "b": "2q"}]
     deadline = time.monotonic() + 10
     while live.session.state != "running":  # resumed once the A/B is over
         assert time.monotonic() < deadline

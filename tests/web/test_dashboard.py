@@ -38,10 +38,10 @@ def test_a_rejected_field_comes_back_with_the_message_and_the_old_value(live):
     assert r.status_code == 200
     assert "moce_bonus (STRATA_METAL_MOCE_BONUS) = 11.0 is not allowed" in r.text
     assert 'value="0.0"' in r.text and 'class="knob rejected"' in r.text
-    r = httpx.post(f"{live.url}/ui/knobs/decode_2q", data={"value": "true"},
+    r = httpx.post(f"{live.url}/ui/knobs/prefetch_touch", data={"value": "true"},
                    headers=live.page_headers)
     assert "checked" in r.text and "error" not in r.text
-    assert live.controller.settings.decode_2q is True
+    assert live.controller.settings.prefetch_touch is True
     assert httpx.post(f"{live.url}/ui/knobs/warp", data={"value": "1"},
                       headers=live.page_headers).status_code == 404
 
@@ -51,7 +51,7 @@ def test_page_and_fragments_need_the_token_but_assets_do_not(controller):
         assert httpx.get(f"{live.url}/").status_code == 401
         html = httpx.get(f"{live.url}/", params={"token": "pg"}).text
         assert "token=pg" in html and "Bearer pg" in html
-        assert httpx.post(f"{live.url}/ui/knobs/decode_2q", data={"value": "1"},
+        assert httpx.post(f"{live.url}/ui/knobs/prefetch_touch", data={"value": "1"},
                           headers=live.page_headers).status_code == 401
         assert httpx.get(f"{live.url}/static/htmx-2.0.11.min.js").status_code == 200
 

@@ -41,7 +41,7 @@ def test_ab_from_the_panel(live):
     assert html.count("<td><code title=") == 3  # one row per run, with its output hash
     for run in job.runs:
         assert run["output_hash"] in html
-    assert "decode_2q off -> on" in html
+    assert "cache_policy lru -> 2q" in html
     assert f"{job.result['drift']:+.3f}" in html
     # 16 tokens are all the first prompt's: the note says so, and no figure reads "None"
     assert "note: no run decoded a token" in html and "None" not in html

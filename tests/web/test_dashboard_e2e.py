@@ -90,10 +90,10 @@ def test_toggling_2q_and_the_bonus_changes_version_and_counters(live, open_page)
     page = open_page(live.url)
     lru = hit_rate_over(live)
 
-    page.locator("#in-decode_2q").check()
+    page.locator("#in-cache_policy").select_option("2q")
     expect(page.locator("#st-version")).to_have_text("2")
     expect(page.locator("#st-arena")).to_contain_text("2q")
-    assert live.controller.settings.decode_2q is True
+    assert live.controller.settings.cache_policy == "2q"
     two_q = hit_rate_over(live)
 
     page.locator("#in-moce_bonus").fill("4")
@@ -152,7 +152,7 @@ def test_presets_panel_applies_saves_and_diffs(live, open_page):
     page.locator("#preset-2q button", has_text="diff").click()
     diff = page.locator("#preset-diff table")
     expect(diff).to_contain_text("moce_bonus")
-    expect(diff).to_contain_text("decode_2q")
+    expect(diff).to_contain_text("cache_policy")
     shot(page, "dashboard-presets")
 
 

@@ -15,7 +15,7 @@ from tuner.presets import Store
 
 def test_round_trip_gives_back_exactly_the_same_settings(live):
     api = f"{live.url}/api/presets"
-    tuned = {"moce_bonus": 0.85, "prefetch": "stale", "decode_2q": True, "prefetch_max": 5}
+    tuned = {"moce_bonus": 0.85, "prefetch": "stale", "cache_policy": "2q", "prefetch_max": 5}
     httpx.patch(f"{live.url}/api/settings", json=tuned).raise_for_status()
     saved_settings = live.controller.settings
     r = httpx.post(f"{api}/mine", json={"description": "round trip"})
@@ -26,10 +26,10 @@ def test_round_trip_gives_back_exactly_the_same_settings(live):
     httpx.post(f"{api}/baseline/apply").raise_for_status()
     assert live.controller.settings != saved_settings
     # applying keeps the session's model, so the model is no difference to report
-    assert [r["knob"] for r in httpx.get(f"{api}/2q/diff").json()] == ["decode_2q"]
+    assert [r["knob"] for r in httpx.get(f"{api}/2q/diff").json()] == ["cache_policy"]
     rows = httpx.get(f"{api}/mine/diff", params={"against": "baseline"}).json()
     assert {r["knob"]: (r["a"], r["b"]) for r in rows if r["knob"] in tuned} == {
-        "moce_bonus": (0.85, 0.0), "prefetch": ("stale", "off"), "decode_2q": (True, False),
+        "moce_bonus": (0.85, 0.0), "prefetch": ("stale", "off"), "cache_policy": ("2q", "lru"),
         "prefetch_max": (5, 2)}
 
     applied = httpx.post(f"{api}/mine/apply").json()
@@ -46,10 +46,11 @@ def test_round_trip_gives_back_exactly_the_same_settings(live):
 def test_shipped_presets_are_listed_and_read_only(live):
     presets = {p["name"]: p for p in httpx.get(f"{live.url}/api/presets").json()}
     assert {"baseline", "seed000-route", "2q", "stale-prefetch"} <= set(presets)
-    assert presets["2q"]["shipped"] and presets["2q"]["knobs"] == {"decode_2q": True}
+    assert presets["2q"]["shipped"] and presets["2q"]["knobs"] == {"cache_policy": "2q"}
     r = httpx.delete(f"{live.url}/api/presets/2q")
     assert r.status_code == 403 and "shipped" in r.json()["detail"]
-    assert httpx.post(f"{live.url}/api/presets/2q/apply").json()["settings"]["decode_2q"]
+    applied = httpx.post(f"{live.url}/api/presets/2q/apply").json()
+    assert applied["settings"]["cache_policy"] == "2q"
 
 
 def test_corrupt_preset_is_reported_with_file_and_line_never_fatal(live, tuner_home):
@@ -92,7 +93,7 @@ def test_presets_cli_offline(tuner_home, capsys):
     assert cli(["presets", "save", "fast", "--preset", "2q", "--moce-bonus", "0.5",
                 "--description", "from flags"]) == 0
     saved = Store().get("fast")
-    assert saved.knobs == {"decode_2q": True, "moce_bonus": 0.5}
+    assert saved.knobs == {"cache_policy": "2q", "moce_bonus": 0.5}
     assert saved.meta["based_on"] == "2q" and saved.meta["description"] == "from flags"
     capsys.readouterr()
     assert cli(["presets", "list"]) == 0
@@ -100,7 +101,7 @@ def test_presets_cli_offline(tuner_home, capsys):
     assert "fast" in listing and "user" in listing and "baseline" in listing
     assert cli(["presets", "diff", "fast", "2q"]) == 0
     diff = capsys.readouterr().out
-    assert "moce_bonus" in diff and "decode_2q" not in diff
+    assert "moce_bonus" in diff and "cache_policy" not in diff
     assert cli(["presets", "show", "fast"]) == 0
     assert '"moce_bonus": 0.5' in capsys.readouterr().out
     assert cli(["presets", "show", "../x"]) == 2
@@ -112,7 +113,7 @@ def test_presets_cli_offline(tuner_home, capsys):
 def test_presets_cli_apply_against_a_server(live, capsys):
     assert cli(["presets", "apply", "2q", "--url", live.url]) == 0
     assert "settings version 2" in capsys.readouterr().out
-    assert live.controller.settings.decode_2q is True
+    assert live.controller.settings.cache_policy == "2q"
     with pytest.raises(SystemExit) as err:
         cli(["presets", "apply", "nope", "--url", live.url])
     assert "404" in str(err.value) and "no preset named 'nope'" in str(err.value)
@@ -137,7 +138,7 @@ def test_serve_runs_the_engine_behind_the_api(tiny_overrides):
         line = proc.stdout.readline()
         assert f"at http://127.0.0.1:{port}/" in line, line
         state = httpx.get(f"http://127.0.0.1:{port}/api/settings", timeout=30).json()
-        assert state["settings"]["decode_2q"] is True and state["state"] == "running"
+        assert state["settings"]["cache_policy"] == "2q" and state["state"] == "running"
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: uvicorn shuts down, then the session
         assert proc.wait(timeout=30) == 130

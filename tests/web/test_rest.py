@@ -24,7 +24,7 @@ def test_patch_takes_names_and_env_aliases(live):
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["version"] == before["version"] + 1
-    assert body["settings"]["moce_bonus"] == 0.5 and body["settings"]["decode_2q"] is True
+    assert body["settings"]["moce_bonus"] == 0.5 and body["settings"]["cache_policy"] == "2q"
     assert body["state"] == "running"
     assert live.session.applied_version == body["version"]
     assert live.session.cfg.moce_bonus == 0.5

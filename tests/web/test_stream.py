@@ -97,7 +97,7 @@ def test_settings_over_the_socket(live):
                     if reply["type"] != "snapshot":
                         return reply
 
-            ok = await ask({"type": "settings", "id": "a", "changes": {"decode_2q": True}})
+            ok = await ask({"type": "settings", "id": "a", "changes": {"cache_policy": "2q"}})
             bad = await ask({"type": "settings", "id": 2,
                              "changes": {"moce_bonus": 11, "prefetch": "prev"}})
             junk = await ask("{not json")

@@ -15,7 +15,7 @@ from tuner.measure.rules import RULESETS, check_limits
 def register(p: argparse.ArgumentParser) -> None:
     for arm in ("a", "b"):
         p.add_argument(arm, metavar=arm.upper(), help=f"arm {arm.upper()}: a preset name, a "
-                       ".toml file, or knob=value pairs like moe_bonus=0.85,decode_2q=1")
+                       ".toml file, or knob=value pairs like moce_bonus=0.85,cache_policy=2q")
     p.add_argument("--pairs", type=int, default=4, help="A B pairs before the sentinel A "
                    "(default 4)")
     p.add_argument("--tokens", type=int, default=128, help="tokens per run (default 128)")

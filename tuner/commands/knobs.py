@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tuner.cli import print_json
-from tuner.knobs import KNOBS
+from tuner.knobs import ALIASES, KNOBS
 
 HEADER = ("group", "knob", "env", "default", "allowed", "unit", "class", "tune searches",
           "what it does")
@@ -36,6 +36,9 @@ def markdown() -> str:
             search = f"`{code}`".replace("|", "\\|") + (f" {note}" if note else "")
         lines.append(f"| {group} | `{name}` | `{env}` | `{default}` | {allowed} | {unit} | "
                      f"{cls} | {search} | {help_} |")
+    lines += ["", "Older names still read in presets, the environment, flags and changes (and "
+                  "never written):", ""]
+    lines += [f"* `{a.old.name}` (`{a.old.env}`): {a.old.help}" for a in ALIASES]
     return "\n".join(lines) + "\n"
 
 

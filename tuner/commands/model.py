@@ -16,7 +16,8 @@ from tuner.cli import add_knob_flags, engine_settings, print_json
 from tuner.commands.trace import reporting_trace_errors
 from tuner.engine import quant, synth, trace_format
 from tuner.engine.checkpoint import DTYPE_NAMES, Checkpoint
-from tuner.engine.session import Session, pick_device
+from tuner.engine.opening import pick_device
+from tuner.engine.session import Session
 from tuner.engine.stats import routing_stats
 from tuner.format import figure
 from tuner.settings import to_config

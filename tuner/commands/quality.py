@@ -61,7 +61,7 @@ def parse_sweep(items: list[str]) -> dict[str, list[str]]:
 
 def main(args: argparse.Namespace) -> int:
     from tuner.engine.checkpoint import Checkpoint
-    from tuner.engine.session import model_folder
+    from tuner.engine.opening import model_folder
     from tuner.measure.perplexity import DEMO_SEED, demo_text, evaluate
 
     base = engine_settings(args)

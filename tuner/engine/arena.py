@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from tuner.config import Config
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.experts import Experts
 from tuner.engine.host_copy import HostCopy
@@ -58,7 +59,7 @@ class StagingRing:
 
     def __init__(self, entries: int, row_bytes: int):
         self.host = torch.zeros(entries, row_bytes, dtype=torch.uint8, pin_memory=True)
-        self.bufs = [memoryview(self.host[i].numpy()) for i in range(entries)]
+        self.bufs = [self.host[i].numpy().data for i in range(entries)]
         self.held = [False] * entries
         self.copied: list[torch.cuda.Event | None] = [None] * entries
         self.head = 0
@@ -68,8 +69,9 @@ class StagingRing:
         for step in range(n):
             i = (self.head + step) % n
             if not self.held[i]:
-                if self.copied[i] is not None:
-                    self.copied[i].synchronize()
+                copied = self.copied[i]
+                if copied is not None:
+                    copied.synchronize()
                     self.copied[i] = None
                 self.held[i] = True
                 self.head = (i + 1) % n
@@ -108,6 +110,7 @@ class Mirror:
             return
         if self._copied is not None:
             self._copied.synchronize()  # long done: the host has waited on later work since
+        assert self.shadow is not None  # made on CUDA
         self.shadow.copy_(self.host)
         self.dev.copy_(self.shadow, non_blocking=True)
         self._copied = torch.cuda.Event()
@@ -131,7 +134,7 @@ def _hooks(mask: Mirror, table: Mirror) -> tuple[Callable[[Key, bool], None],
 
 
 class Arena:
-    def __init__(self, ckpt: Checkpoint, slots: int, policy: str, device: torch.device, cfg,
+    def __init__(self, ckpt: Checkpoint, slots: int, policy: str, device: torch.device, cfg: Config,
                  clock, quotas: list[int] | None = None,
                  check: Callable[[Read], str | None] | None = None,
                  hurry: threading.Event | None = None):
@@ -158,14 +161,16 @@ class Arena:
         self.mask_host = self.residency.host
         self.table = Mirror(torch.full((L, E), -1, dtype=torch.int64), device)
         self.slots.on_resident, self.slots.on_leave = _hooks(self.residency, self.table)
-        self.used = None  # CUDA event: the compute stream's last read of any row
+        self.used: torch.cuda.Event | None = None  # the compute stream's last read of any row
+        # where reads land: on CUDA the staging ring (not with the RAM store), else the rows
+        self.ring: StagingRing | None = None
+        self.rows: list[memoryview] | None = None
         if self.cuda:
-            self.rows = None
             self.ring = StagingRing(RING_LAYERS * K, ckpt.row_bytes) if self.host is None \
                 else None
             self.copy_stream = torch.cuda.Stream(device)
         else:
-            self.rows = [memoryview(self.mem[i].numpy()) for i in range(slots + K)]
+            self.rows = [self.mem[i].numpy().data for i in range(slots + K)]
 
     # -- residency and the table ---------------------------------------------------------
     def mask(self, layer: int) -> torch.Tensor:
@@ -203,9 +208,10 @@ class Arena:
         """Issues the read of `key` for row `row` (from the RAM store: nothing to read)."""
         if self.host is not None:
             return Fetch(key, row, Read.landed(key, self.expert_bytes, speculative))
-        if not self.cuda:
+        if self.rows is not None:
             read = self.pool.submit(key, self.extents[key], self.rows[row], speculative)
             return Fetch(key, row, read)
+        assert self.ring is not None  # CUDA reading from disk
         entry = self.ring.take()
         read = self.pool.submit(key, self.extents[key], self.ring.bufs[entry], speculative)
         return Fetch(key, row, read, entry)
@@ -221,6 +227,7 @@ class Arena:
                 self.upload([f])  # its copy overlaps the reads still running
         if self.cuda:
             for event in {f.ready for f in fetches}:
+                assert event is not None  # every upload on CUDA records one
                 torch.cuda.current_stream().wait_event(event)
         self.publish(fetches)
         return waited
@@ -256,19 +263,22 @@ class Arena:
         nbytes = sum(f.read.bytes_read for f in fetches)
         for f in fetches:
             f.uploaded, f.ready = True, end
-            if f.entry >= 0:
+            if self.ring is not None and f.entry >= 0:
                 self.ring.give(f.entry, end)
         layer = fetches[0].key[0]
         self.clock.later(layer, "h2d_ms", start, end)
         self.clock.later(layer, "bytes_h2d", None, None, nbytes)
 
     def _source(self, fetch: Fetch) -> torch.Tensor:
-        return self.ring.host[fetch.entry] if fetch.entry >= 0 else self.host.row(fetch.key)
+        if self.ring is not None and fetch.entry >= 0:
+            return self.ring.host[fetch.entry]
+        assert self.host is not None  # no staging entry: the RAM store
+        return self.host.row(fetch.key)
 
     def drop(self, fetch: Fetch) -> None:
         """A fetch that will never be uploaded (unused speculation): its entry is free once
         its read is over."""
-        if fetch.entry >= 0 and not fetch.uploaded:
+        if self.ring is not None and fetch.entry >= 0 and not fetch.uploaded:
             self.ring.give(fetch.entry)
 
     # -- bytes out -----------------------------------------------------------------------

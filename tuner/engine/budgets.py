@@ -16,6 +16,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from tuner.engine.slots import QuotaError
+
 
 def layer_hits(routings: list[list[int]], quota: int) -> int:
     """Hits of one layer's routings (expert ids in rank order) in an LRU cache of `quota`
@@ -66,7 +68,7 @@ def allocate(values: np.ndarray, slots: int) -> list[int]:
     On ties the later layers take fewer slots."""
     layers, width = values.shape
     if not 0 <= slots <= layers * (width - 1):
-        raise ValueError(f"{slots} slots cannot be shared among {layers} layers of "
+        raise QuotaError(f"{slots} slots cannot be shared among {layers} layers of "
                          f"{width - 1} experts: allowed 0..{layers * (width - 1)}")
     best = np.full(slots + 1, -np.inf)  # best[n]: the most value n slots buy so far
     best[0] = 0.0

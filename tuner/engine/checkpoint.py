@@ -275,7 +275,7 @@ class Checkpoint:
     def _read_tensor(self, name: str) -> torch.Tensor:
         path, offset, length, dtype, shape = self._where[name]
         buf = torch.empty(length, dtype=torch.uint8)
-        got = read_into(path, offset, memoryview(buf.numpy()))
+        got = read_into(path, offset, buf.numpy().data)
         if got != length:
             raise OSError(f"{path}: tensor {name} needs bytes {offset}-{offset + length}, "
                           f"the file ends {got} bytes in: it was truncated or replaced")

@@ -14,10 +14,14 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from tuner.engine.expert_log import ExpertLog
+
+if TYPE_CHECKING:  # the snapshot's types are built from this module's tables
+    from tuner.engine.snapshot import LayerRow, Phases, Totals, Window
 
 
 @dataclass(frozen=True)
@@ -278,7 +282,7 @@ class Counters:
         return self.routings()[-self.per_expert.window:]
 
     def view(self, window: bool, resident: list[int], quota: list[int] | None,
-             slot_gain: list[float | None]) -> dict:
+             slot_gain: list[float | None]) -> Window:
         """Tokens, totals and layer rows of both phases together, and each phase's totals:
         the snapshot's body, whole run or window."""
         counts, sums = self.read_phases(window)
@@ -288,17 +292,18 @@ class Counters:
             "totals": self.totals(both, tokens, float(sums[1].sum()), resident,
                                   int(sums[2].sum()), float(sums[1, 0])),
             "layers": self.rows(both, tokens, resident, quota, slot_gain),
-            "phases": {name: self.totals(counts[p], int(sums[0, p]), float(sums[1, p]),
-                                         resident, int(sums[2, p]), float(sums[1, 0]))
-                       for p, name in enumerate(PHASES)},
+            "phases": cast("Phases", {
+                name: self.totals(counts[p], int(sums[0, p]), float(sums[1, p]), resident,
+                                  int(sums[2, p]), float(sums[1, 0]))
+                for p, name in enumerate(PHASES)}),
         }
 
     def rows(self, counts: np.ndarray, tokens: int, resident: list[int],
-             quota: list[int] | None, slot_gain: list[float | None]) -> list[dict]:
+             quota: list[int] | None, slot_gain: list[float | None]) -> list[LayerRow]:
         out = []
         # Python floats: indexing a numpy array element by element costs more than the rest
         for layer, c in enumerate(counts.tolist()):
-            row: dict = {"layer": layer}
+            row: LayerRow = {"layer": layer}
             row.update({col.name: _round(c[i]) for i, col in enumerate(COUNTERS)})
             row["hit_rate"] = _pct(c[IDX["hits"]], c[IDX["lookups"]])
             row["resident"] = resident[layer]
@@ -320,9 +325,10 @@ class Counters:
         return out
 
     def totals(self, counts: np.ndarray, tokens: int, seconds: float,
-               resident: list[int], prompts: int = 0, prefill_seconds: float = 0.0) -> dict:
+               resident: list[int], prompts: int = 0, prefill_seconds: float = 0.0
+               ) -> Totals:
         s = counts.sum(axis=0).tolist()
-        t = {col.name: _round(s[i]) for i, col in enumerate(COUNTERS)}
+        t: Totals = {col.name: _round(s[i]) for i, col in enumerate(COUNTERS)}
         issued = s[IDX["pf_issued"]]
         useful = s[IDX["pf_late"]] + s[IDX["pf_timely"]]
         nbytes = s[IDX["bytes_demand"]] + s[IDX["bytes_spec"]]

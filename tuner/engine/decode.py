@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from tuner.config import Config
 from tuner.engine import drop, router
 from tuner.engine.arena import Arena, Fetch
 from tuner.engine.checkpoint import Checkpoint
@@ -50,11 +51,10 @@ from tuner.engine.counters import Counters
 from tuner.engine.device_step import DeviceStep, Pack, Route
 from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import Decoder, compute_dtype
-from tuner.engine.policies import policy_name
 from tuner.engine.predict import predict
 from tuner.engine.prefill import PROMPT_BATCH, prefill
 from tuner.engine.quality import QualityProbe
-from tuner.engine.routing_source import open_routing
+from tuner.engine.routing_source import TraceRouting, open_routing
 from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT, RESIDENT, quotas_for
 from tuner.engine.speculate import Speculator
 from tuner.engine.tiers import Sites, Tier
@@ -110,7 +110,7 @@ def _top(logits: np.ndarray, k: int) -> list[int]:
 
 
 class Engine:
-    def __init__(self, ckpt: Checkpoint, cfg, device: torch.device):
+    def __init__(self, ckpt: Checkpoint, cfg: Config, device: torch.device):
         mc = ckpt.config
         self.ckpt, self.mc, self.cfg, self.device = ckpt, mc, cfg, device
         self.dtype = compute_dtype(ckpt.dtype, device)
@@ -123,7 +123,7 @@ class Engine:
         self.check = Verifier(ckpt, cfg.verify_reads).check if cfg.verify_reads else None
         n = arena_slots(cfg.expert_cache, L, E)
         quotas = quotas_for(cfg.arena_split, cfg.arena_budgets, L, n)  # before any thread
-        self.arena = Arena(ckpt, n, policy_name(cfg.decode_2q), device, cfg, self.clock,
+        self.arena = Arena(ckpt, n, cfg.cache_policy, device, cfg, self.clock,
                            quotas=quotas, check=self.check, hurry=self.hurry)
         self.slots, self.pool = self.arena.slots, self.arena.pool
         self.spec = Speculator(self.arena, self.counters, L)
@@ -139,7 +139,7 @@ class Engine:
         self.apply_live(cfg)
 
     # -- settings ----------------------------------------------------------------------
-    def apply_live(self, cfg) -> None:
+    def apply_live(self, cfg: Config) -> None:
         """Takes the live knobs of `cfg` (called between tokens only); raises ValueError,
         having changed nothing, when they do not fit this model and arena."""
         quotas = quotas_for(cfg.arena_split, cfg.arena_budgets, self.mc.num_layers,
@@ -155,7 +155,7 @@ class Engine:
         if self.sites:
             self.sites.link_line.gbps = cfg.link_gbps
             self.sites.cpu_line.gbps = cfg.cpu_gbps
-        self.slots.set_policy(policy_name(cfg.decode_2q))
+        self.slots.set_policy(cfg.cache_policy)
         self.slots.quotas = quotas
         self.use_residency = cfg.moce_bonus > 0 or cfg.moce_bonus_r1 > 0
         self.dropping = cfg.drop_cold > 0 and not cfg.cpu_pool
@@ -238,6 +238,7 @@ class Engine:
         every = self.cfg.quality_every
         if not every or self.steps % every:
             return None
+        assert self.quality is not None  # made when quality_every was first set
         return self.quality.exact(token, pos)
 
     @torch.inference_mode()
@@ -245,6 +246,7 @@ class Engine:
         """Runs one token at position `pos`; returns its logits [V] (float32)."""
         cfg = self.cfg
         if cfg.cpu_pool and cfg.adapt_every and self.steps and self.steps % cfg.adapt_every == 0:
+            assert self.sites is not None  # made when cpu_pool was first switched on
             self.sites.tier_round(cfg, self.adapt_fetch)
         self.steps += 1
         if cfg.cpu_pool or self.routing is not None or self.route_log is not None:
@@ -280,16 +282,16 @@ class Engine:
         stale: np.ndarray | None = None
         for l in range(L):
             if launched[l] != self.arena.version(l):  # not run yet, or on a changed table
-                self._launch(l)
+                self._launch(run, l)
             if run.branchless and l + 1 < L and launched[l + 1] is None:
-                self._launch(l + 1)  # queued before the host waits on layer l
+                self._launch(run, l + 1)  # queued before the host waits on layer l
             pack = run.read(l)
-            if self._settle(l, pack, stale) and l + 1 < L:
+            if self._settle(run, l, pack, stale) and l + 1 < L:
                 launched[l + 1] = None  # it ran on this layer's output before the fix
             stale = pack.stale_next
         return run.logits()
 
-    def _launch(self, l: int) -> None:
+    def _launch(self, run: DeviceStep, l: int) -> None:
         """Runs layer l's device work on the current table and residency. A layer run
         ahead of the host is kept only if the table and residency it ran on did not change
         until the host settled it: an upload into a row it read always changes its table,
@@ -300,10 +302,10 @@ class Engine:
         if l + 1 < len(self._launched):
             self._launched[l + 1] = None  # a run of l+1 before this one read a stale input
         self.clock.open(l, "layer_ms")
-        self.device_step.run(l)
+        run.run(l)
         self.clock.close(l, "layer_ms")
 
-    def _settle(self, l: int, pack: Pack, stale: np.ndarray | None) -> bool:
+    def _settle(self, run: DeviceStep, l: int, pack: Pack, stale: np.ndarray | None) -> bool:
         """The host's part of layer l after its device work: counts, claims, speculation,
         and, where the device did not find the experts the claims name, the misses landed
         and the layer computed again (True)."""
@@ -313,7 +315,7 @@ class Engine:
         fixed = bool(waited) or ranks is not None or rows != pack.rows
         if fixed:
             self._land(l, timely, waited)
-            self.device_step.fix(l, rows, ranks)
+            run.fix(l, rows, ranks)
             self.arena.mark_used()
             self.clock.close(l, "layer_ms")
         # the probe's scores last: on a miss they run while the fix does
@@ -370,17 +372,19 @@ class Engine:
         served, ranks = self._account(l, routed, stale, logits)
         self._probe(l, sel, served, routed.ctrl, stale)
         if sel:  # a trace may leave a layer without a routing for a token
+            assert routed.selected is not None  # the host-driven path routes on the device
             w = router.weights(logits, routed.selected, self.mc.norm_topk_prob)
             if ranks is not None:  # the dropped experts' shares are left out
                 w = w[ranks]
         if cfg.cpu_pool:
+            assert self.sites is not None  # made when cpu_pool was first switched on
             outs = self.sites.serve(l, x, sel, cfg, self.adapt_fetch)
             y = w.to(outs.dtype) @ outs if sel else None
         else:
             rows, timely, waited = self._serve(l, served, ranks, routed)
             self._land(l, timely, waited)
             y = self.arena.mix(x, w, rows) if sel else None
-        if sel:
+        if y is not None:  # the layer routed
             h = h + self.dec.shared_output(l, x, y)
         self.spec.retire(l)
         self.slots.pinned.clear()
@@ -398,6 +402,7 @@ class Engine:
         if cfg.cpu_pool:  # the adaptive tier's counts, read only by the three sites
             self.tier.observe(l, sel, cfg.adapt_decay)
         if self.route_log is not None:
+            assert logits is not None  # a recording takes the host-driven path
             self.route_log.add(sel, logits, stale)
         ranks = self._drop(l, sel, routed.scores) if self.dropping and sel else None
         if ranks is not None and len(ranks) == len(sel):
@@ -430,7 +435,7 @@ class Engine:
         cfg, mc = self.cfg, self.mc
         K, E = mc.top_k, mc.num_experts
         if self.routing is not None:
-            return self._route_trace(layer, logits)
+            return self._route_trace(self.routing, layer, logits)
         mask = self.arena.mask(layer) if self.use_residency else None
         selected = router.select(logits, mask, K, cfg.moce_protect, cfg.moce_bonus,
                                  cfg.moce_bonus_r1)
@@ -444,10 +449,9 @@ class Engine:
         scores = host[-K:] if self.dropping else None
         return Routed(host[:K].astype(np.int64).tolist(), selected, ctrl, stale_next, scores)
 
-    def _route_trace(self, layer: int, logits: torch.Tensor) -> Routed:
+    def _route_trace(self, src: TraceRouting, layer: int, logits: torch.Tensor) -> Routed:
         """The trace's routing, with its own scores for the probe's control and the stale
         gate where it has them."""
-        src = self.routing
         resident = (lambda: self.arena.mask(layer)) if self.use_residency else None
         sel, selected = src.select(layer, resident, self.cfg, self.device)
         ctrl = src.scores("logits", layer)
@@ -456,9 +460,10 @@ class Engine:
         return Routed(sel, selected, None if ctrl is None or not sel else _top(ctrl, len(sel)),
                       stale_next, scores)
 
-    def _drop(self, layer: int, sel: list[int], scores: np.ndarray) -> list[int]:
+    def _drop(self, layer: int, sel: list[int], scores: np.ndarray | None) -> list[int]:
         """drop-cold-experts: the ranks of the routing that are computed (drop.py); the
         dropped ones are counted, as lookups too, so dropping never raises the hit rate."""
+        assert scores is not None  # routed with the selected experts' logits when dropping
         weights = drop.share(scores)
         present = [self.slots.find((layer, e)) is not None for e in sel]
         ranks = drop.kept(weights, present, self.cfg.drop_cold)
@@ -507,10 +512,17 @@ class Engine:
             add(key[0], "evictions")
         self.slots.evicted.clear()
         bypass = iter(arena.bypass)
-        rows, timely, waited, missed = [], [], [], []
+        rows: list[int] = []
+        timely: list[Fetch] = []
+        waited: list[Fetch] = []
+        missed: list[int] = []
         hits = 0  # counted once: every hit of every layer of every token passes here
         for rank, (claim, e) in enumerate(zip(plan, sel)):
             row = claim.slot
+            if row is None:  # a miss with no slot: a staging row (hits and spec have slots)
+                row = next(bypass)
+                if claim.kind == BYPASS:
+                    add(layer, "bypass")
             if claim.kind == HIT:
                 hits += 1
             elif claim.kind == CLAIMED_SPEC:
@@ -525,10 +537,6 @@ class Engine:
                     self.pool.promote(read)
                     waited.append(fetch)
             else:  # miss or bypass: a demand read, in rank order
-                if row is None:
-                    row = next(bypass)
-                    if claim.kind == BYPASS:
-                        add(layer, "bypass")
                 add(layer, "sync_misses")
                 missed.append(rank)
                 waited.append(arena.fetch((layer, e), row, speculative=False))

@@ -185,7 +185,10 @@ class DeviceStep:
             h = dec.attention(l, h, self.pos)
         x = dec.moe_input(l, h)
         logits = dec.router_logits(l, x)  # [E] float32
-        mask = self.mask[l] if route.residency else None
+        mask = None
+        if route.residency:
+            assert self.mask is not None  # a route that reads residency is given the mask
+            mask = self.mask[l]
         sel = router.select(logits, mask, K, route.protect, route.bonus, route.bonus_r1)
         rows = self.table[l].index_select(0, sel)  # [K], -1 where not in mem
         w = router.weights(logits, sel, dec.cfg.norm_topk_prob)

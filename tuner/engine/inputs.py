@@ -17,6 +17,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from tuner.errors import TunerError
+
 # Linux's limits: a path of PATH_MAX bytes with its terminating NUL, a name of NAME_MAX.
 PATH_MAX = 4096
 NAME_MAX = 255
@@ -25,7 +27,7 @@ ALLOWED = f"a path of at most {PATH_MAX - 1} bytes, no name in it over {NAME_MAX
 _ABSENT = (errno.ENOENT, errno.ENOTDIR)
 
 
-class PathError(ValueError):
+class PathError(TunerError, ValueError):
     """A path no file can have, or one the system refused to look at; the message names
     it and says why."""
 

@@ -77,6 +77,7 @@ class Weights:
             if self.gate_up.dtype == dtype:
                 return self.gate_up, self.down
             return self.gate_up.to(dtype), self.down.to(dtype)
+        assert self.gate_up_scales is not None and self.down_scales is not None  # quantized
         return (dequantize(self.gate_up, self.gate_up_scales, q, dtype),
                 dequantize(self.down, self.down_scales, q, dtype))
 
@@ -99,6 +100,22 @@ def experts_out(x: torch.Tensor, w: Weights) -> torch.Tensor:
     return out.view(k, D) if x.dim() == 1 else out
 
 
+@dataclass(frozen=True)
+class LayerWeights:
+    """One layer's dense weights on the compute device."""
+
+    in_norm: torch.Tensor
+    post_norm: torch.Tensor
+    qkv: torch.Tensor  # one product for q, k and v: [(H+2G)*Dh, D]
+    qkv_bias: torch.Tensor | None
+    o: torch.Tensor  # [D, H*Dh]
+    q_norm: torch.Tensor | None  # [Dh] per head, or [H*Dh] (full)
+    k_norm: torch.Tensor | None
+    qk_norm: torch.Tensor | None  # per head: q's and k's weights side by side, one norm
+    shared: Weights | None  # Qwen2-MoE's shared expert
+    shared_gate: torch.Tensor | None  # [1, D]
+
+
 class Decoder:
     """Dense parts of the model plus a KV cache for one sequence of up to C tokens."""
 
@@ -112,28 +129,28 @@ class Decoder:
         self.final_norm = w["model.norm.weight"]
         self.lm_head = w.get("lm_head.weight", self.embed)  # [V, D]
         L, H, G, Dh = cfg.num_layers, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        self.layers = []
+        self.layers: list[LayerWeights] = []
         for layer in range(L):
             p = f"model.layers.{layer}."
             a = p + "self_attn."
             parts = [w[a + f"{n}_proj.weight"] for n in "qkv"]  # [H*Dh | G*Dh | G*Dh, D]
             biases = [w.get(a + f"{n}_proj.bias") for n in "qkv"]
             q_norm, k_norm = w.get(a + "q_norm.weight"), w.get(a + "k_norm.weight")
-            self.layers.append({
-                "in_norm": w[p + "input_layernorm.weight"],
-                "post_norm": w[p + "post_attention_layernorm.weight"],
-                "qkv": torch.cat(parts),  # one product for q, k and v: [(H+2G)*Dh, D]
-                "qkv_bias": None if all(b is None for b in biases) else torch.cat(
+            self.layers.append(LayerWeights(
+                in_norm=w[p + "input_layernorm.weight"],
+                post_norm=w[p + "post_attention_layernorm.weight"],
+                qkv=torch.cat(parts),
+                qkv_bias=None if all(b is None for b in biases) else torch.cat(
                     [b if b is not None else t.new_zeros(len(t)) for b, t in zip(biases, parts)]),
-                "o": w[a + "o_proj.weight"],  # [D, H*Dh]
-                "q_norm": q_norm,  # [Dh] per head, or [H*Dh] (full)
-                "k_norm": k_norm,
-                # per head: q's and k's weights side by side, one norm for both: [H+G, Dh]
-                "qk_norm": torch.cat([q_norm.expand(H, Dh), k_norm.expand(G, Dh)])
+                o=w[a + "o_proj.weight"],
+                q_norm=q_norm,
+                k_norm=k_norm,
+                qk_norm=torch.cat([w[a + "q_norm.weight"].expand(H, Dh),
+                                   w[a + "k_norm.weight"].expand(G, Dh)])
                 if cfg.spec.qk_norm == "head" else None,
-                "shared": _shared_expert(w, p + "mlp.shared_expert."),
-                "shared_gate": w.get(p + "mlp.shared_expert_gate.weight"),  # [1, D]
-            })
+                shared=_shared_expert(w, p + "mlp.shared_expert."),
+                shared_gate=w.get(p + "mlp.shared_expert_gate.weight"),
+            ))
         # Routers stacked so a predictor can apply layer l+1's router to layer l's input.
         self.routers = torch.stack([dense[cfg.router_key(i)] for i in range(L)]).to(
             device=device, dtype=torch.float32)  # [L, E, D]
@@ -186,8 +203,8 @@ class Decoder:
         heads = self._qkv(layer, h).view(-1, H + 2 * G, Dh)  # [T, H+2G, Dh]
         T = heads.shape[0]
         qk, v = heads[:, : H + G], heads[:, H + G:]  # q's and k's heads get the same rotation
-        if p["qk_norm"] is not None:
-            qk = rms_norm(qk, p["qk_norm"], cfg.rms_eps)
+        if p.qk_norm is not None:
+            qk = rms_norm(qk, p.qk_norm, cfg.rms_eps)
         qk = self._rope(qk, pos)
         q, k = qk[:, :H], qk[:, H:]
         self.k_cache[layer, :, pos:pos + T] = k.transpose(0, 1)
@@ -209,19 +226,20 @@ class Decoder:
                 scores = scores.masked_fill(~mask, float("-inf"))
             out = scores.softmax(-1, dtype=torch.float32).to(self.dtype) @ vals
         out = out.view(G, T, H // G, Dh).transpose(0, 1).reshape(T, H * Dh)
-        return h + _linear(p["o"], out[0] if h.dim() == 1 else out, None)
+        return h + _linear(p.o, out[0] if h.dim() == 1 else out, None)
 
     def _qkv(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         """q, k and v of tokens h [T?, D] as [T?, (H+2G)*Dh], with OLMoE's norms over the
         whole q and k projections and clip_qkv applied."""
         cfg, p = self.cfg, self.layers[layer]
         H, G, Dh = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        x = rms_norm(h, p["in_norm"], cfg.rms_eps)
-        qkv = _linear(p["qkv"], x, p["qkv_bias"])
+        x = rms_norm(h, p.in_norm, cfg.rms_eps)
+        qkv = _linear(p.qkv, x, p.qkv_bias)
         if cfg.spec.qk_norm == "full":
+            assert p.q_norm is not None and p.k_norm is not None  # what "full" norms
             q, k = qkv[..., : H * Dh], qkv[..., H * Dh: (H + G) * Dh]
-            qkv = torch.cat([rms_norm(q, p["q_norm"], cfg.rms_eps),
-                             rms_norm(k, p["k_norm"], cfg.rms_eps), qkv[..., (H + G) * Dh:]],
+            qkv = torch.cat([rms_norm(q, p.q_norm, cfg.rms_eps),
+                             rms_norm(k, p.k_norm, cfg.rms_eps), qkv[..., (H + G) * Dh:]],
                             dim=-1)
         if cfg.clip_qkv is not None:
             qkv = qkv.clamp(-cfg.clip_qkv, cfg.clip_qkv)
@@ -237,8 +255,8 @@ class Decoder:
         H, G, Dh = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         heads = self._qkv(layer, h).view(1, H + 2 * G, Dh)
         qk, v = heads[:, : H + G], heads[:, H + G:]
-        if p["qk_norm"] is not None:
-            qk = rms_norm(qk, p["qk_norm"], cfg.rms_eps)
+        if p.qk_norm is not None:
+            qk = rms_norm(qk, p.qk_norm, cfg.rms_eps)
         half = Dh // 2
         rot = torch.cat([-qk[..., half:], qk[..., :half]], dim=-1)
         qk = qk * self.cos.index_select(0, pos)[:, None] + rot * self.sin.index_select(
@@ -252,10 +270,10 @@ class Decoder:
         # Dh], the 4-D form the fused attention kernels take
         out = F.scaled_dot_product_attention(q.view(1, G, H // G, Dh), keys[None], vals[None],
                                              attn_mask=seen)
-        return h + _linear(p["o"], out.reshape(H * Dh), None)
+        return h + _linear(p.o, out.reshape(H * Dh), None)
 
     def moe_input(self, layer: int, h: torch.Tensor) -> torch.Tensor:
-        return rms_norm(h, self.layers[layer]["post_norm"], self.cfg.rms_eps)
+        return rms_norm(h, self.layers[layer].post_norm, self.cfg.rms_eps)
 
     def router_logits(self, layer: int, x: torch.Tensor) -> torch.Tensor:
         return _linear(self.routers[layer], x.float(), None)  # [T?, E], float32
@@ -265,10 +283,11 @@ class Decoder:
         depends on which expert finished first: experts.py) plus Qwen2-MoE's gated shared
         expert, for one token x [D] or T tokens x [T, D]."""
         p = self.layers[layer]
-        if p["shared_gate"] is None:
+        if p.shared_gate is None:
             return y
-        shared = experts_out(x if x.dim() == 1 else x[None], p["shared"])[0]
-        return y + torch.sigmoid(_linear(p["shared_gate"], x, None)) * shared
+        assert p.shared is not None  # the gate of a shared expert comes with it
+        shared = experts_out(x if x.dim() == 1 else x[None], p.shared)[0]
+        return y + torch.sigmoid(_linear(p.shared_gate, x, None)) * shared
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """[V] in float32 (of the last token when h holds T)."""

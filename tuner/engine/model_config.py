@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.engine import inputs
-from tuner.knobs import BY_NAME
+from tuner.errors import TunerError
+from tuner.knobs import MAX_SLOTS
 
 
 @dataclass(frozen=True)
@@ -63,11 +64,11 @@ LIMITS = {
     "expert_width": 1 << 18,
 }
 # Layer-expert pairs: as many as the largest arena has slots.
-MAX_PAIRS = int(BY_NAME["expert_cache"].max)
+MAX_PAIRS = MAX_SLOTS
 DENSE_ITEMSIZE = 2  # bytes a dense weight takes at the least (16-bit checkpoints)
 
 
-class ModelError(ValueError):
+class ModelError(TunerError, ValueError):
     """A model folder that cannot be used. The message names the file, what is wrong with
     it and what is allowed: it is the one line a command prints."""
 

@@ -2,7 +2,8 @@
 
 A policy only orders slots; the slot map decides which slots are eligible (never pinned,
 never with I/O in flight, never in limbo). A new policy is one class registered in
-`POLICIES`; the `decode_2q` knob picks between the two shipped here.
+`POLICIES`: the `cache_policy` knob takes its choices, and its help the classes' `summary`,
+from there.
 
 `victims()` walks the live order without copying it: the caller stops at the first eligible
 slot and changes the order only after it stopped walking.
@@ -18,6 +19,7 @@ class LRU:
     """Least recently claimed first. Speculative inserts count as recent too."""
 
     name = "lru"
+    summary = "least recently claimed first"
 
     def __init__(self) -> None:
         self._order: OrderedDict[int, None] = OrderedDict()  # oldest first
@@ -50,6 +52,7 @@ class TwoHit(LRU):
     """
 
     name = "2q"
+    summary = "two-hit protected LRU: fresh slots start cold, the second claim promotes"
 
     def __init__(self) -> None:
         super().__init__()
@@ -77,7 +80,3 @@ class TwoHit(LRU):
 
 
 POLICIES = {cls.name: cls for cls in (LRU, TwoHit)}
-
-
-def policy_name(decode_2q: bool) -> str:
-    return "2q" if decode_2q else "lru"

@@ -1,32 +1,68 @@
 """What the prefetcher bets on: the ranked experts it expects a layer to route next.
 
-`prev` is what the layer routed for the previous token; `stale` ranks layer l+1's router
-applied to layer l's input. The stale ranking can be made router-consistent (seed 000):
-with `prefetch_route` it predicts the set the moce router will pick against the current
-residency (protect and bonus_r1 honoured); with `prefetch_unpert` off, ranks >= 3 are
-predicted with the resident bonus (the older fixed-protect branch, which ignores r1).
+A predictor is a small object registered by name in `PREDICTORS`; the `prefetch` knob names
+one, or off (a test keeps the knob's choices and this registry the same). `prev` is what the
+layer routed for the previous token; `stale` ranks layer l+1's router applied to layer l's
+input, and can be made router-consistent (seed 000): with `prefetch_route` it predicts the
+set the moce router will pick against the current residency (protect and bonus_r1
+honoured); with `prefetch_unpert` off, ranks >= 3 are predicted with the resident bonus (the
+older fixed-protect branch, which ignores r1).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 
+from tuner.config import Config
 from tuner.engine import router
 
+Resident = Callable[[], torch.Tensor]  # the target layer's residency mask [E], when asked
 
-def predict(cfg, k: int, prev: list[int] | None, stale: torch.Tensor | None,
-            resident: Callable[[], torch.Tensor]) -> list[int]:
-    """Ranked expert ids; `resident()` gives the target layer's residency mask [E]. No
-    stale scores (a routing trace without them): the stale predictor names nothing."""
-    if cfg.prefetch == "prev":
+
+class Predictor(Protocol):
+    name: str
+
+    def rank(self, cfg: Config, k: int, prev: list[int] | None, stale: torch.Tensor | None,
+             resident: Resident) -> list[int]:
+        """Ranked expert ids for the next layer, at most k."""
+        ...
+
+
+class Prev:
+    """What the layer routed for the previous token (nothing on a sequence's first)."""
+
+    name = "prev"
+
+    def rank(self, cfg: Config, k: int, prev: list[int] | None, stale: torch.Tensor | None,
+             resident: Resident) -> list[int]:
         return list(prev or [])
-    if stale is None:
-        return []
-    if cfg.prefetch_route and cfg.moce_bonus > 0:
-        return router.select(stale, resident(), k, cfg.moce_protect, cfg.moce_bonus,
-                             cfg.moce_bonus_r1).tolist()
-    if not cfg.prefetch_unpert and cfg.moce_bonus > 0:
-        return router.select(stale, resident(), k, 3, cfg.moce_bonus, 0.0).tolist()
-    return torch.topk(stale, k).indices.tolist()
+
+
+class Stale:
+    """Layer l+1's router on layer l's input [E]; a routing trace without stale scores
+    names nothing."""
+
+    name = "stale"
+
+    def rank(self, cfg: Config, k: int, prev: list[int] | None, stale: torch.Tensor | None,
+             resident: Resident) -> list[int]:
+        if stale is None:
+            return []
+        if cfg.moce_bonus > 0 and cfg.prefetch_route:  # the set the moce router will pick
+            return router.select(stale, resident(), k, cfg.moce_protect, cfg.moce_bonus,
+                                 cfg.moce_bonus_r1).tolist()
+        if cfg.moce_bonus > 0 and not cfg.prefetch_unpert:  # ranks >= 3 with the bonus
+            return router.select(stale, resident(), k, 3, cfg.moce_bonus, 0.0).tolist()
+        return torch.topk(stale, k).indices.tolist()
+
+
+PREDICTORS: dict[str, Predictor] = {p.name: p for p in (Prev(), Stale())}
+
+
+def predict(cfg: Config, k: int, prev: list[int] | None, stale: torch.Tensor | None,
+            resident: Resident) -> list[int]:
+    """The ranked guess of the predictor `cfg.prefetch` names (not off)."""
+    return PREDICTORS[cfg.prefetch].rank(cfg, k, prev, stale, resident)

@@ -26,13 +26,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from tuner.config import Config
 from tuner.engine import router
 from tuner.engine.model import experts_out
 
 PROMPT_BATCH = 8  # a prompt of more tokens is batched (the seed's T > 8)
 
 
-def prompt_cap(cfg, layer: int, layers: int, experts: int) -> int:
+def prompt_cap(cfg: Config, layer: int, layers: int, experts: int) -> int:
     """Experts of layer `layer`'s ranked union streamed into the arena."""
     if cfg.prompt_max_pre:
         return cfg.prompt_max_pre

@@ -20,6 +20,7 @@ import time
 
 import torch
 
+from tuner.config import Config
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.counters import Counters
 from tuner.engine.experts import Experts
@@ -37,12 +38,12 @@ def kl(exact: torch.Tensor, served: torch.Tensor) -> float:
 
 
 class QualityProbe:
-    def __init__(self, ckpt: Checkpoint, dec: Decoder, counters: Counters, cfg):
+    def __init__(self, ckpt: Checkpoint, dec: Decoder, counters: Counters, cfg: Config):
         self.ckpt, self.dec, self.counters = ckpt, dec, counters
         K = ckpt.config.top_k
         self.host = torch.zeros(K, ckpt.row_bytes, dtype=torch.uint8,
                                 pin_memory=dec.device.type == "cuda")
-        self.rows = [memoryview(self.host[i].numpy()) for i in range(K)]
+        self.rows = [self.host[i].numpy().data for i in range(K)]
         # the rows on the compute device, computed the way the served path computes
         self.experts = Experts(torch.zeros_like(self.host, device=dec.device), ckpt.layout, K)
         self.ranks = torch.arange(K, device=dec.device)

@@ -47,10 +47,16 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from tuner.errors import TunerError
+
 BITS = (8, 4)
 GROUPS = (32, 64, 128)
 METHOD = "tuner-groupwise"
 SCALE_DTYPE = torch.float16
+
+
+class QuantError(TunerError, ValueError):
+    """A quantization this engine does not read or write; the message says what is allowed."""
 
 
 @dataclass(frozen=True)
@@ -60,9 +66,9 @@ class Quant:
 
     def __post_init__(self) -> None:
         if self.bits not in BITS:
-            raise ValueError(f"bits = {self.bits}: allowed {', '.join(map(str, BITS))}")
+            raise QuantError(f"bits = {self.bits}: allowed {', '.join(map(str, BITS))}")
         if self.group not in GROUPS:
-            raise ValueError(f"group = {self.group}: allowed {', '.join(map(str, GROUPS))}")
+            raise QuantError(f"group = {self.group}: allowed {', '.join(map(str, GROUPS))}")
 
     @property
     def qmax(self) -> int:
@@ -81,7 +87,7 @@ class Quant:
         if not raw:
             return None
         if raw.get("quant_method") != METHOD:
-            raise ValueError(f"quantization_config.quant_method = {raw.get('quant_method')!r}"
+            raise QuantError(f"quantization_config.quant_method = {raw.get('quant_method')!r}"
                              f": only {METHOD!r} checkpoints (tuner model quantize) are read")
         return cls(int(raw["bits"]), int(raw["group_size"]))
 
@@ -90,7 +96,7 @@ def quantize(w: torch.Tensor, q: Quant) -> tuple[torch.Tensor, torch.Tensor]:
     """W [rows, cols] (any float dtype) -> (qweight, scales) in the layout above."""
     rows, cols = w.shape
     if cols % q.group:
-        raise ValueError(f"a matrix of {cols} columns does not split into groups of {q.group}")
+        raise QuantError(f"a matrix of {cols} columns does not split into groups of {q.group}")
     wg = w.float().reshape(rows, cols // q.group, q.group)
     scales = (wg.abs().amax(-1) / q.qmax).to(SCALE_DTYPE)  # [rows, groups]
     safe = scales.float().clamp_min(torch.finfo(SCALE_DTYPE).tiny)[..., None]

@@ -39,7 +39,7 @@ class Resident:
         L, E = self.mc.num_layers, self.mc.num_experts
         self.run = DeviceStep(self.dec, self.experts,
                               torch.arange(L * E, device=device).view(L, E), None, Route()) \
-            if experts and self.dec.fixed else None
+            if self.experts is not None and self.dec.fixed else None
 
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tuner.config import Config
 from tuner.engine import router, trace_format
 from tuner.engine.trace_format import Trace, TraceError
 
@@ -49,14 +50,14 @@ class TraceRouting:
         scores = getattr(self.trace, name)
         return None if scores is None else scores[self.position, layer]
 
-    def select(self, layer: int, resident: Callable[[], torch.Tensor] | None, cfg,
+    def select(self, layer: int, resident: Callable[[], torch.Tensor] | None, cfg: Config,
                device: torch.device) -> tuple[list[int], torch.Tensor]:
         """The experts this layer routes now, in rank order; with a resident bonus and the
         trace's logits, the moce router's pick from those logits instead."""
         ids = self.rows[self.position][layer]
-        logits = self.scores("logits", layer) if resident and ids else None
-        if logits is not None:
-            logits = torch.from_numpy(np.ascontiguousarray(logits)).to(device)
+        scores = self.scores("logits", layer) if resident and ids else None
+        if scores is not None and resident is not None:
+            logits = torch.from_numpy(np.ascontiguousarray(scores)).to(device)
             sel = router.select(logits, resident(), len(ids), cfg.moce_protect,
                                 cfg.moce_bonus, cfg.moce_bonus_r1)
             return sel.tolist(), sel
@@ -67,7 +68,7 @@ class TraceRouting:
         l-1's input), on the host, or None."""
         return self.scores("stale", layer) if layer > 0 else None
 
-    def notes(self, cfg) -> list[str]:
+    def notes(self, cfg: Config) -> list[str]:
         t = self.trace
         out = [f"routing from {t.meta.get('source') or 'a trace'} ({t.tokens} tokens, "
                f"{len(self.starts)} sequences), looping; now at token {self.position}"]

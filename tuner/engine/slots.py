@@ -17,14 +17,19 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from tuner.engine.policies import POLICIES
+from tuner.errors import TunerError
 from tuner.knobs import BY_NAME, budget_list, even_budgets
 
 FREE, RESIDENT, SPEC, LIMBO = "free", "resident", "spec", "limbo"
 HIT, CLAIMED_SPEC, MISS, BYPASS = "hit", "spec", "miss", "bypass"
 Key = tuple[int, int]  # (layer, expert)
+
+
+class QuotaError(TunerError, ValueError):
+    """Per-layer quotas that do not fit the model or the arena; the message says how."""
 
 
 class Claim(NamedTuple):
@@ -34,15 +39,17 @@ class Claim(NamedTuple):
 
     kind: str
     slot: int | None
+
+
 def check_quotas(quotas: list[int], layers: int, slots: int, where: str) -> None:
-    """Raises ValueError naming what is wrong with per-layer quotas for this arena."""
+    """Raises QuotaError naming what is wrong with per-layer quotas for this arena."""
     if len(quotas) != layers:
-        raise ValueError(f"{where}: {len(quotas)} quotas for a model of {layers} layers; "
+        raise QuotaError(f"{where}: {len(quotas)} quotas for a model of {layers} layers; "
                          f"give one slot count per layer, layers 0..{layers - 1}")
     if any(q < 0 for q in quotas):
-        raise ValueError(f"{where}: a quota is negative; quotas are slot counts >= 0")
+        raise QuotaError(f"{where}: a quota is negative; quotas are slot counts >= 0")
     if sum(quotas) != slots:
-        raise ValueError(f"{where}: the quotas sum to {sum(quotas)} slots but the arena has "
+        raise QuotaError(f"{where}: the quotas sum to {sum(quotas)} slots but the arena has "
                          f"{slots}; they share the arena, so they must sum to it")
 
 
@@ -96,17 +103,17 @@ class SlotMap:
         """A free slot, else the policy's first eligible slot, else None. With quotas the
         slot is for `layer` and comes from its quota (`avoid_layer` does not apply)."""
         if self.quotas is not None and layer is not None:
-            return self._victim_within(layer)
+            return self._victim_within(layer, self.quotas)
         if self.free:
             return self.free[0]
         return self._eligible(lambda l: avoid_layer is None or l != avoid_layer)
 
-    def _victim_within(self, layer: int) -> int | None:
-        if self.held_per_layer[layer] >= self.quotas[layer]:
+    def _victim_within(self, layer: int, quotas: list[int]) -> int | None:
+        if self.held_per_layer[layer] >= quotas[layer]:
             return self._eligible(lambda l: l == layer)
         if self.free:
             return self.free[0]
-        over = {l for l, held in self.held_per_layer.items() if held > self.quotas[l]}
+        over = {l for l, held in self.held_per_layer.items() if held > quotas[l]}
         return self._eligible(over.__contains__)
 
     def _eligible(self, layer_ok) -> int | None:
@@ -116,7 +123,7 @@ class SlotMap:
         for guard in ((self.protected, set()) if self.protected else (set(),)):
             for slot in self.policy.victims():
                 key = self.key[slot]
-                if (self.state[slot] == RESIDENT and slot not in self.pinned
+                if (key is not None and self.state[slot] == RESIDENT and slot not in self.pinned
                         and layer_ok(key[0]) and key not in guard):
                     if key in self.protected:
                         self.hot_fallbacks += 1
@@ -159,7 +166,7 @@ class SlotMap:
             self.policy.claim(slot)
             self.pinned.add(slot)
             out[r] = Claim(MISS, slot)
-        return out
+        return cast("list[Claim]", out)  # the two passes filled every entry
 
     def place(self, slot: int, key: Key, state: str) -> Key | None:
         """Puts `key` into `slot` (a victim), returning the key it evicted."""
@@ -179,9 +186,10 @@ class SlotMap:
 
     def publish(self, slot: int) -> None:
         """A speculative slot the router claimed becomes resident."""
-        assert self.state[slot] == SPEC
+        key = self.key[slot]
+        assert self.state[slot] == SPEC and key is not None
         self.state[slot] = RESIDENT
-        self._resident(self.key[slot], True)
+        self._resident(key, True)
 
     def _resident(self, key: Key, resident: bool) -> None:
         self.resident_per_layer[key[0]] += 1 if resident else -1
@@ -189,10 +197,11 @@ class SlotMap:
             self.on_resident(key, resident)
 
     def retire(self, slot: int) -> None:
-        assert self.state[slot] == SPEC
+        key = self.key[slot]
+        assert self.state[slot] == SPEC and key is not None
         self.state[slot] = LIMBO
         if self.on_leave is not None:
-            self.on_leave(self.key[slot])
+            self.on_leave(key)
 
     def release(self, slots: list[int]) -> None:
         """Frees retired slots in sorted slot order (the order is part of determinism)."""

@@ -7,7 +7,7 @@ are built from those tables; a counter added there is typed here with no edit.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 # pydantic reads TypedDicts only from typing_extensions before Python 3.12 (torch, which
 # the engine needs anyway, depends on it)
@@ -15,13 +15,18 @@ from typing_extensions import TypedDict
 
 from tuner.engine.counters import COUNTERS, DERIVED, TOTALS
 
+State = Literal["running", "paused", "error"]
 Count = int | float  # a count is an int; a time or an average a float
 Figure = int | float | None  # None: nothing to measure it over (a rate of zero lookups)
 
-LayerRow = TypedDict("LayerRow", {  # type: ignore[misc]
-    "layer": int, **{c.name: Count for c in COUNTERS}, **{c.name: Figure for c in DERIVED}})
-Totals = TypedDict("Totals", {  # type: ignore[misc]
-    **{c.name: Count for c in COUNTERS}, **{c.name: Figure for c in TOTALS}})
+if TYPE_CHECKING:  # a type checker cannot read keys built at run time: to it, plain dicts
+    LayerRow = dict[str, Figure]
+    Totals = dict[str, Figure]
+else:
+    LayerRow = TypedDict("LayerRow", {
+        "layer": int, **{c.name: Count for c in COUNTERS}, **{c.name: Figure for c in DERIVED}})
+    Totals = TypedDict("Totals", {
+        **{c.name: Count for c in COUNTERS}, **{c.name: Figure for c in TOTALS}})
 
 
 class Phases(TypedDict):
@@ -79,7 +84,7 @@ class Snapshot(TypedDict):
     schema: int
     seq: int
     engine_version: str
-    state: Literal["running", "paused", "error"]
+    state: State
     error: str | None
     settings_version: int
     pending_version: int | None

@@ -10,6 +10,7 @@ never leaks into residency; each speculation is counted once, in exactly one cla
 
 from __future__ import annotations
 
+from tuner.config import Config
 from tuner.engine.arena import Arena, Fetch
 from tuner.engine.counters import Counters
 from tuner.engine.slots import RESIDENT, SPEC
@@ -23,7 +24,7 @@ class Speculator:
         self.limbo_new: list[Fetch] = []
         self.limbo_old: list[Fetch] = []
 
-    def issue(self, cfg, target: int, guess: list[int]) -> None:
+    def issue(self, cfg: Config, target: int, guess: list[int]) -> None:
         """Reads ahead the guessed experts of layer `target` that are not in the arena,
         up to `prefetch_max`, each into the policy's first eligible slot of another layer."""
         slots, add = self.arena.slots, self.counters.add

@@ -28,12 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tuner.engine.checkpoint import Extent
+from tuner.errors import TunerError
 
 QUEUED, RUNNING, DONE, CANCELLED = range(4)
 _ALIGN = 4096
 
 
-class ReadError(OSError):
+class ReadError(TunerError, OSError):
     """An expert could not be read, or its bytes failed the check; names file and bytes."""
 
 
@@ -237,16 +238,17 @@ class ReadPool:
                     return
                 piece = (self._urgent or self._spec).popleft()
                 piece.state = RUNNING
+                read = piece.read
+                assert read is not None  # only a queued piece is dropped from its read
                 if not self._active:
                     self._busy_since = time.perf_counter()
                 self._active += 1
             t0 = time.perf_counter()
             try:
-                self._read(piece, bounce)
+                self._read(piece, read.dst, bounce)
                 self._throttle(piece.length, t0)
             except OSError as err:  # reported to whoever waits on the read
-                piece.read.error = f"{err.strerror or err}" if err.filename else str(err)
-            read = piece.read
+                read.error = f"{err.strerror or err}" if err.filename else str(err)
             with self._cond:
                 piece.state, piece.read = DONE, None
                 read.bytes_read += piece.length
@@ -258,9 +260,10 @@ class ReadPool:
             if last:
                 self._finish(read)
 
-    def _read(self, piece: Piece, bounce: mmap.mmap | None) -> None:
+    def _read(self, piece: Piece, into: memoryview, bounce: mmap.mmap | None) -> None:
+        """Reads `piece` into its place in `into`, its read's destination."""
         fd = self._fd(piece.path)
-        dst = piece.read.dst[piece.dst:piece.dst + piece.length]
+        dst = into[piece.dst:piece.dst + piece.length]
         if bounce is None:
             got = os.preadv(fd, [dst], piece.offset)
         else:

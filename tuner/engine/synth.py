@@ -40,6 +40,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -48,9 +49,14 @@ from tuner.engine import router as routing
 from tuner.engine.checkpoint import DTYPE_NAMES
 from tuner.engine.model import ModelConfig, Weights, experts_out
 from tuner.engine.trace_format import Trace
+from tuner.errors import TunerError
 
 ARCH_NAMES = {"qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM",
               "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM"}
+
+
+class RecipeError(TunerError, ValueError):
+    """A model to make that this generator has no recipe for; the message names the choices."""
 
 
 @dataclass(frozen=True)
@@ -99,21 +105,23 @@ class Recipe:
     @property
     def torch_dtype(self) -> torch.dtype:
         if self.dtype not in DTYPE_NAMES:
-            raise ValueError(f"dtype {self.dtype!r}: allowed {', '.join(DTYPE_NAMES)}")
+            raise RecipeError(f"dtype {self.dtype!r}: allowed {', '.join(DTYPE_NAMES)}")
         return DTYPE_NAMES[self.dtype]
 
     def hf_config(self) -> dict:
         dtype = str(self.torch_dtype).removeprefix("torch.")
-        width = {"qwen3_moe": {"moe_intermediate_size": self.expert_width,
-                               "intermediate_size": self.expert_width * 4,
-                               "norm_topk_prob": True},
-                 "qwen2_moe": {"moe_intermediate_size": self.expert_width,
-                               "shared_expert_intermediate_size": self.shared_width,
-                               "intermediate_size": self.shared_width,
-                               "norm_topk_prob": False},
-                 "olmoe": {"intermediate_size": self.expert_width, "norm_topk_prob": False,
-                           "clip_qkv": None},
-                 "mixtral": {"intermediate_size": self.expert_width}}[self.arch]
+        widths: dict[str, dict[str, Any]] = {
+            "qwen3_moe": {"moe_intermediate_size": self.expert_width,
+                          "intermediate_size": self.expert_width * 4,
+                          "norm_topk_prob": True},
+            "qwen2_moe": {"moe_intermediate_size": self.expert_width,
+                          "shared_expert_intermediate_size": self.shared_width,
+                          "intermediate_size": self.shared_width,
+                          "norm_topk_prob": False},
+            "olmoe": {"intermediate_size": self.expert_width, "norm_topk_prob": False,
+                      "clip_qkv": None},
+            "mixtral": {"intermediate_size": self.expert_width}}
+        width = widths[self.arch]
         experts = "num_local_experts" if self.arch == "mixtral" else "num_experts"
         return {
             "architectures": [ARCH_NAMES[self.arch]],
@@ -184,11 +192,11 @@ SHAPES = {
 def shape(name: str, layers: int | None = None, dtype: str = "bf16") -> Recipe:
     """A real-shape recipe, its layers cut to `layers` (the name says how many)."""
     if name not in SHAPES:
-        raise ValueError(f"shape {name!r}: allowed {', '.join(SHAPES)}")
+        raise RecipeError(f"shape {name!r}: allowed {', '.join(SHAPES)}")
     r = SHAPES[name]
     layers = r.num_layers if layers is None else layers
     if not 1 <= layers <= r.num_layers:
-        raise ValueError(f"layers = {layers}: {name} has 1 to {r.num_layers}")
+        raise RecipeError(f"layers = {layers}: {name} has 1 to {r.num_layers}")
     return replace(r, name=f"{r.name}-{layers}x{r.num_experts}", num_layers=layers, dtype=dtype)
 
 

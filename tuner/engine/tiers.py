@@ -29,6 +29,7 @@ from contextlib import nullcontext as _no_stream
 import numpy as np
 import torch
 
+from tuner.config import Config
 from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import experts_out
 from tuner.engine.slots import MISS, RESIDENT, SlotMap
@@ -57,7 +58,7 @@ class Sites:
         self.stream = torch.cuda.Stream(self.mem.device) if self.cuda else None
         self.link_batch = torch.empty_like(arena.experts.batch)
 
-    def serve(self, layer: int, x: torch.Tensor, sel: list[int], cfg, adapt_fetch: bool
+    def serve(self, layer: int, x: torch.Tensor, sel: list[int], cfg: Config, adapt_fetch: bool
               ) -> torch.Tensor:
         """The layer's expert outputs [k, D] in rank order: residents on the device, the
         link share over the link (admitted into the arena when adapt-fetch allows), the rest
@@ -116,7 +117,7 @@ class Sites:
         order = sorted(range(len(ranks)), key=ranks.__getitem__)  # back to rank order
         return torch.cat(parts)[torch.tensor(order, device=x.device)]
 
-    def tier_round(self, cfg, adapt_fetch: bool) -> None:
+    def tier_round(self, cfg: Config, adapt_fetch: bool) -> None:
         """One round of the adaptive tier: its swaps copied over the link and counted."""
         moves = self.tier.round(skip_admitted=cfg.adapt_fetch == 2 and adapt_fetch)
         add = self.counters.add
@@ -154,10 +155,11 @@ class Sites:
     def _run_link(self, x, x_ready, jobs):
         t0 = time.perf_counter()
         verified, mismatches = 0, 0
-        stream = torch.cuda.stream(self.stream) if self.cuda else _no_stream()
-        with stream:
+        stream = self.stream  # None on the CPU
+        with torch.cuda.stream(stream) if stream is not None else _no_stream():
             if x_ready is not None:
-                self.stream.wait_event(x_ready)
+                assert stream is not None  # the event is recorded on CUDA only
+                stream.wait_event(x_ready)
             for _, key, dst, verify in jobs:
                 self.copy_in(key, dst)
                 if verify:
@@ -167,8 +169,8 @@ class Sites:
             batch = self.link_batch[:len(jobs)]
             torch.index_select(self.mem, 0, rows, out=batch)
             out = experts_out(x, self.arena.layout.weights(batch))
-        if self.cuda:
-            self.stream.synchronize()  # the outputs are ready for the compute stream
+        if stream is not None:
+            stream.synchronize()  # the outputs are ready for the compute stream
         return out, time.perf_counter() - t0, verified, mismatches
 
     def _run_cpu(self, x, jobs):

@@ -23,12 +23,14 @@ import math
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.lib import format as npy
 
 from tuner.engine import inputs
 from tuner.engine.model_config import LIMITS, memory_bytes
+from tuner.errors import TunerError
 
 ARRAYS = ("experts", "logits", "stale", "probs", "meta")
 SCORES = ("logits", "stale")  # optional float arrays [T, L, E]
@@ -36,7 +38,7 @@ SCORES = ("logits", "stale")  # optional float arrays [T, L, E]
 MAX_LAYERS, MAX_EXPERTS = LIMITS["num_hidden_layers"], LIMITS["experts"]
 
 
-class TraceError(ValueError):
+class TraceError(TunerError, ValueError):
     """A trace file or array that does not follow the format; the message says how."""
 
 
@@ -123,7 +125,8 @@ class Trace:
 
 def save(trace: Trace, path: Path) -> None:
     trace.check(str(path))
-    arrays = {"experts": trace.experts.astype(np.int32), "meta": np.array(json.dumps(trace.meta))}
+    arrays: dict[str, Any] = {"experts": trace.experts.astype(np.int32),
+                              "meta": np.array(json.dumps(trace.meta))}
     for name in (*SCORES, "probs"):
         arr = getattr(trace, name)
         if arr is not None:

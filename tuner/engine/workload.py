@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.engine import inputs
+from tuner.errors import TunerError
 
 MAX_TOKENS = (1, 65536)  # allowed range of a turn's max_tokens
 DEFAULT_MAX_TOKENS = 64
@@ -32,7 +33,7 @@ FILE_FORM = ('each line is {"prompt": "...", "max_tokens": N} or '
              f'{MAX_TOKENS[0]} to {MAX_TOKENS[1]}')
 
 
-class WorkloadError(ValueError):
+class WorkloadError(TunerError, ValueError):
     """A workload that cannot be loaded; the message names the file, line and rule."""
 
 

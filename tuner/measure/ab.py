@@ -1,7 +1,7 @@
 """Interleaved A/B runs with a drift sentinel (seed 001: a single before/after pair on a
 machine whose speed drifts is worthless).
 
-Each arm is a preset name, a preset file or knob overrides (`moe_bonus=0.85,decode_2q=1`),
+Each arm is a preset name, a preset file or knob overrides (`moce_bonus=0.85,cache_policy=2q`),
 applied on top of common base settings. Every run is a fresh session built from its
 arm's settings: same seed, same model, same prompts, a cold arena. The counters (hit rate,
 bytes per token, output hash) are deterministic, so they must repeat exactly across the

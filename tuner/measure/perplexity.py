@@ -21,8 +21,9 @@ from dataclasses import replace
 import torch
 
 from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.opening import load_tokenizer
 from tuner.engine.reference import Resident
-from tuner.engine.session import Session, load_tokenizer
+from tuner.engine.session import Session
 from tuner.engine.workload import corpus
 from tuner.knobs import Config
 

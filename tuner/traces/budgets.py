@@ -16,6 +16,7 @@ import numpy as np
 from tuner.engine.budgets import allocate, by_layer, hit_curves, stall_weights
 from tuner.engine.slots import check_quotas
 from tuner.engine.trace_format import Trace
+from tuner.errors import TunerError
 from tuner.knobs import even_budgets
 from tuner.traces.replay import pct, replay_rows
 
@@ -23,7 +24,7 @@ WEIGHTS = ("hits", "stall")
 EVEN = "even"  # --budgets even: the arena shared evenly among the layers
 
 
-class BudgetError(ValueError):
+class BudgetError(TunerError, ValueError):
     """Budgets that do not fit the arena, the model or the trace; the message says how."""
 
 

@@ -30,11 +30,10 @@ import numpy as np
 
 from tuner.engine.counters import IDX
 from tuner.engine.trace_format import Trace
-from tuner.traces.replay import notes, pct, replay_rows
+from tuner.traces.replay import POLICY_NAMES, notes, pct, replay_rows
 
 log = logging.getLogger(__name__)
 
-POLICIES = ("lru", "2q", "opt")
 SIZE_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # times the current arena
 MIN_INTERVAL_S = 2.0  # between two curves of a session that keeps decoding
 
@@ -56,7 +55,7 @@ def hit_curve(routings: np.ndarray, counted: int, num_experts: int, arena: int,
     warm = max(0, trace.tokens - counted)
     sizes = curve_sizes(arena, layers * num_experts)
     rates: dict[str, list[float | None]] = {}
-    for policy in POLICIES:
+    for policy in POLICY_NAMES:
         runs = [replay_rows(rows, layers, policy, n, counted_from=warm) for n in sizes]
         rates[policy] = [pct(r.hits.sum(), r.lookups.sum()) for r in runs]
     return {"sizes": sizes, "hit_rate": rates, "tokens": trace.tokens - warm,
@@ -96,7 +95,7 @@ def _summary(source: dict[str, Any], curve: dict[str, Any]) -> dict[str, Any]:
     what the next size up would buy under the running policy."""
     sizes, rates, policy = curve["sizes"], curve["hit_rate"], source["policy"]
     i = sizes.index(source["arena"])
-    here = {p: rates[p][i] for p in POLICIES}
+    here = {p: rates[p][i] for p in POLICY_NAMES}
     gap = None if None in (here["opt"], here[policy]) else round(here["opt"] - here[policy], 2)
     nxt = None
     if i + 1 < len(sizes) and None not in (rates[policy][i + 1], here[policy]):

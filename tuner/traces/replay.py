@@ -17,10 +17,15 @@ import numpy as np
 from tuner.engine.policies import POLICIES
 from tuner.engine.slots import SlotMap, check_quotas
 from tuner.engine.trace_format import Trace
+from tuner.errors import TunerError
 from tuner.traces.belady import Belady, future_uses
 
 POLICY_NAMES = (*POLICIES, "opt")
 SWEEP_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)  # default sweep sizes, times --slots
+
+
+class ReplayError(TunerError, ValueError):
+    """A replay asked of a policy or an arena size that does not exist."""
 
 
 @dataclass
@@ -39,9 +44,9 @@ class Replay:
 def _arena(policy: str, slots: int, rows: list[list[list[int]]], quotas: list[int] | None
            ) -> tuple[SlotMap, Belady | None]:
     if policy not in POLICY_NAMES:
-        raise ValueError(f"policy {policy!r}: expected one of {', '.join(POLICY_NAMES)}")
+        raise ReplayError(f"policy {policy!r}: expected one of {', '.join(POLICY_NAMES)}")
     if slots < 1:
-        raise ValueError(f"slots = {slots}: the arena needs at least 1 slot")
+        raise ReplayError(f"slots = {slots}: the arena needs at least 1 slot")
     if policy != "opt":
         return SlotMap(slots, policy, quotas), None
     arena = SlotMap(slots, quotas=quotas)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.knobs import BY_NAME, KNOBS, Knob, knob_flag
-from tuner.settings import SettingsError, from_text
+from tuner.knobs import ALIAS_OF, BY_NAME, KNOBS, Knob, knob_flag
+from tuner.settings import SettingsError, from_text, unaliased
 
 SPACE_FORM = "knob=low:high for a number, knob=a|b|c for a switch or a choice"
 SWITCH = ".on"  # suffix of the Optuna parameter that switches an optional knob on
@@ -105,12 +105,19 @@ def _knob(name: str, flag: str) -> Knob:
 
 
 def _pairs(text: str, flag: str, form: str) -> list[tuple[str, str]]:
+    """(knob, value text) pairs; an older knob name (decode_2q=1) as the knob and the
+    values it stands for (cache_policy=2q), a|b value by value."""
     out = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         name, sep, value = part.partition("=")
-        if not sep or not name.strip() or not value.strip():
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
             raise SettingsError({flag: f"{flag}: {part!r} is not {form}"})
-        out.append((name.strip(), value.strip()))
+        alias = ALIAS_OF.get(name)
+        if alias is not None:
+            name, value = alias.knob, "|".join(str(unaliased(alias, v))
+                                               for v in value.split("|"))
+        out.append((name, value))
     return out
 
 

@@ -31,9 +31,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tuner.bench.sections import Options
+from tuner.config import Config
 from tuner.control import Controller
 from tuner.engine.session import Session
-from tuner.settings import Settings, to_config
+from tuner.knobs import config_dict
+from tuner.settings import Settings, to_config, validate
 from tuner.ui import DEFAULT_REFRESH_HZ
 from tuner.ui.bench_client import SinkDriver, attach
 from tuner.ui.embedded import EmbeddedBackend
@@ -216,3 +219,12 @@ def lines(result: dict[str, Any]) -> list[str]:
                        f"{f['ui_cpu']:.0%} of a core, {f['terminal_kib_s']:g} KiB/s to the "
                        "terminal")
     return out
+
+
+def measure(cfg: Config, tokens: int, opts: Options) -> dict[str, Any]:
+    """`tuner bench`'s ui section (tuner.bench.sections names it)."""
+    return measure_ui_overhead(validate(config_dict(cfg)), tokens=tokens, rounds=opts.rounds)
+
+
+def text(result: dict[str, Any]) -> str:
+    return "ui: " + "\n    ".join(lines(result))

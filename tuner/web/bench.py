@@ -1,6 +1,7 @@
-"""The cost of telemetry: the engine's tokens per second with websocket clients reading
-snapshots against none, measured in one run with the phases alternated; and the share of a
-core serving them costs the engine's process with the engine paused."""
+"""`tuner bench`'s telemetry section (c): the engine's tokens per second with websocket
+clients reading snapshots against none, measured in one run with the phases alternated; and
+the share of a core serving them costs the engine's process with the engine paused. It
+drives this package's server, so it lives here (tuner.bench.sections names it)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from contextlib import contextmanager
 
 from fastapi import FastAPI
 
+from tuner.bench.sections import Options
 from tuner.control import Controller
 from tuner.engine.session import Session
 from tuner.knobs import Config, config_dict
-from tuner.measure.ws_clients import Clients
 from tuner.settings import validate
 from tuner.web.app import create_app
+from tuner.web.bench_clients import Clients
 from tuner.web.local import serve_in_thread
 
 
@@ -90,3 +92,16 @@ def telemetry(cfg: Config, seconds: float = 5.0, clients: int = 10, rate: float 
             "cpu_share_paused": round(100 * idle, 2),
             "cpu_share_paused_with_clients": round(100 * streaming, 2),
             "errors": errors}
+
+
+def measure(cfg: Config, tokens: int, opts: Options) -> dict:
+    return telemetry(cfg)
+
+
+def text(r: dict) -> str:
+    return (f"(c) telemetry: {r['tok_s_with']} tok/s with {r['clients']} websocket clients "
+            f"at {r['rate']}/s / {r['tok_s_without']} tok/s without = {r['ratio']} "
+            f"({r['updates_per_client_s']} updates per client a second, "
+            f"{len(r['errors'])} errors); the clients cost "
+            f"{r['cpu_share_paused_with_clients'] - r['cpu_share_paused']:.1f} % of a core "
+            "with the engine paused")

@@ -1,0 +1,143 @@
+"""What this machine allows, measured with plain copies and reads, and the timing helpers
+the sections share.
+
+Each section measures two things in the same run and reports their ratio, so that the
+noise of a shared machine falls on both sides alike. Ratios, not absolute figures, are the
+result; the raw figures are reported beside them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+
+from tuner.config import Config
+from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.decode import arena_slots
+from tuner.engine.host_copy import HostCopy
+from tuner.engine.model import experts_out
+from tuner.engine.opening import model_folder, pick_device
+from tuner.engine.store import ReadPool
+
+Step = Callable[[int, int], torch.Tensor]  # (token, position) -> logits
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 4) if a and b else None
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_steps(step: Step, tokens: list[int]) -> float:
+    """ms per token of `step` over `tokens`, at positions 0, 1, ..."""
+    t0 = time.perf_counter()
+    for pos, tok in enumerate(tokens):
+        logits = step(tok, pos)
+    logits.cpu()  # the device has finished every token
+    return 1000 * (time.perf_counter() - t0) / len(tokens)
+
+
+def store_read(ckpt: Checkpoint, workers: int, direct: bool, piece_kib: int = 256,
+               experts: int = 256) -> dict:
+    """Raw read bandwidth of the expert store with the engine's own reader: `experts`
+    experts spread over the model, all queued at once, into memory already faulted in (as
+    the engine's rows are). Through the page cache the timed pass is the second one, as
+    the engine's reads are once the model has been read."""
+    mc = ckpt.config
+    total = mc.num_layers * mc.num_experts
+    step = max(1, total // experts)
+    keys = [divmod(i, mc.num_experts) for i in range(0, total, step)][:experts]
+    buf = torch.zeros(len(keys), ckpt.row_bytes, dtype=torch.uint8)
+    pool = ReadPool(workers, 0, direct, piece_kib * 1024)
+    try:
+        for _ in range(1 if direct else 2):
+            t0 = time.perf_counter()
+            reads = [pool.submit(k, ckpt.extents(*k), buf[i].numpy().data, False)
+                     for i, k in enumerate(keys)]
+            for r in reads:
+                pool.wait(r)
+            secs = time.perf_counter() - t0
+    finally:
+        pool.close()
+    nbytes = len(keys) * ckpt.expert_bytes
+    return {"experts": len(keys), "bytes": nbytes, "seconds": round(secs, 4),
+            "gbps": round(nbytes / secs / 1e9, 4), "direct": direct, "workers": workers}
+
+
+def pinned_copy_gbps(device: torch.device, nbytes: int = 256 << 20, reps: int = 5,
+                     fresh: bool = False) -> float:
+    """The link's limit: a plain copy of a page-locked host buffer to the device (CUDA
+    events), or a plain memory copy on a machine without a GPU. `fresh`: the host writes
+    the buffer before each copy, as a read into the staging ring does (only the copies are
+    timed)."""
+    if device.type != "cuda":
+        src = torch.empty(nbytes, dtype=torch.uint8)
+        dst = torch.empty_like(src)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            dst.copy_(src)
+        return round(nbytes * reps / (time.perf_counter() - t0) / 1e9, 3)
+    src = torch.ones(nbytes, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    page = torch.ones(nbytes, dtype=torch.uint8) if fresh else None
+    dst.copy_(src, non_blocking=True)  # warm
+    ms = 0.0
+    for _ in range(reps):
+        if page is not None:
+            src.copy_(page)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src, non_blocking=True)
+        end.record()
+        end.synchronize()
+        ms += start.elapsed_time(end)
+    return round(nbytes * reps / (ms / 1000) / 1e9, 3)
+
+
+def cpu_expert_gbps(ckpt: Checkpoint, experts: int = 64) -> float:
+    """The CPU site's limit: expert bytes computed per second on the host, a layer's top-k
+    at a time, as the CPU site computes them."""
+    mc = ckpt.config
+    host = HostCopy(ckpt)
+    keys = [divmod(i, mc.num_experts) for i in range(min(experts, mc.num_layers * mc.num_experts))]
+    x = torch.randn(mc.hidden_size, dtype=host.dtype)
+    t0 = time.perf_counter()
+    for i in range(0, len(keys), mc.top_k):
+        experts_out(x, host.gather(keys[i:i + mc.top_k]))
+    return round(len(keys) * ckpt.expert_bytes / (time.perf_counter() - t0) / 1e9, 3)
+
+
+def device_copy_gbps(device: torch.device, nbytes: int = 1 << 30, reps: int = 10) -> float:
+    """The compute device's memory bandwidth: a plain copy within it, counting the bytes
+    read and the bytes written (on a machine without a GPU, within host memory)."""
+    nbytes = nbytes if device.type == "cuda" else nbytes // 4
+    src = torch.ones(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)  # warm
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        dst.copy_(src)
+    sync(device)
+    return round(2 * nbytes * reps / (time.perf_counter() - t0) / 1e9, 3)
+
+
+def describe(cfg: Config) -> dict:
+    """The model, arena and machine the sections run on."""
+    ckpt = Checkpoint(model_folder(cfg))
+    mc = ckpt.config
+    return {"model": ckpt.name, "layers": mc.num_layers, "experts": mc.num_experts,
+            "top_k": mc.top_k, "expert_bytes": ckpt.expert_bytes,
+            "arena_slots": arena_slots(cfg.expert_cache, mc.num_layers, mc.num_experts),
+            "torch_threads": torch.get_num_threads(), "device": str(pick_device(cfg.device)),
+            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+
+
+def describe_text(m: dict) -> str:
+    return (f"{m['model']}: {m['layers']} layers x {m['experts']} experts, top-{m['top_k']}, "
+            f"{m['expert_bytes']} bytes per expert, arena {m['arena_slots']} slots")

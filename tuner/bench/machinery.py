@@ -1,0 +1,59 @@
+"""(b) The engine's own machinery: ms per token through the arena with every lookup a hit
+against the fully resident model."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+
+import torch
+
+from tuner.bench.limits import ratio, time_steps
+from tuner.bench.sections import Options
+from tuner.config import Config
+from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.counters import IDX
+from tuner.engine.decode import Engine
+from tuner.engine.opening import model_folder, pick_device
+from tuner.engine.reference import Resident
+
+ROUNDS = 3
+
+
+def measure(cfg: Config, tokens: int, opts: Options) -> dict:
+    """Interleaved A B A B on the same greedy tokens, so the ratio prices the slot map, the
+    per-layer routing sync and the counters."""
+    ckpt = Checkpoint(model_folder(cfg))
+    mc = ckpt.config
+    device = pick_device(cfg.device)
+    cfg = replace(cfg, expert_cache=mc.num_layers * mc.num_experts, prefetch="off",
+                  moce_bonus=0.0, moce_bonus_r1=0.0, cpu_pool=False)
+    resident = Resident(ckpt, cfg.context, device)
+    seq, tok = [], 1
+    for pos in range(tokens):  # a greedy sequence, so both sides see the same routings
+        seq.append(tok)
+        tok = int(torch.argmax(resident.step(tok, pos)))
+    engine = Engine(ckpt, cfg, device)
+    try:
+        time_steps(engine.step, seq)  # warm: loads every expert the sequence routes to
+        before = engine.counters.cur.copy()
+        arena_ms, resident_ms = [], []
+        for _ in range(ROUNDS):
+            arena_ms.append(time_steps(engine.step, seq))
+            resident_ms.append(time_steps(resident.step, seq))
+        delta = engine.counters.cur - before
+        lookups, hits = delta[:, IDX["lookups"]].sum(), delta[:, IDX["hits"]].sum()
+    finally:
+        engine.close()
+    a, r = statistics.median(arena_ms), statistics.median(resident_ms)
+    return {"arena_ms_per_token": round(a, 3), "resident_ms_per_token": round(r, 3),
+            "ratio": ratio(a, r), "hit_rate": round(100 * hits / lookups, 2),
+            "tokens": tokens, "rounds": ROUNDS,
+            "arena_runs": [round(x, 3) for x in arena_ms],
+            "resident_runs": [round(x, 3) for x in resident_ms]}
+
+
+def text(r: dict) -> str:
+    return (f"(b) machinery: arena, every lookup a hit ({r['hit_rate']} %), "
+            f"{r['arena_ms_per_token']} ms/token / fully resident "
+            f"{r['resident_ms_per_token']} ms/token = {r['ratio']}")

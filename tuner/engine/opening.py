@@ -1,0 +1,121 @@
+"""What a session opens from its settings: the compute device, the model and its tokenizer,
+the workload with its text prompts encoded, and the engine built on them.
+
+`open_parts` builds all of it or raises, touching nothing that runs, so a session can keep
+its running engine when a restart-class change cannot be built.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tuner.config import Config
+from tuner.engine import synth
+from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.decode import Engine
+from tuner.engine.model_config import ModelError
+from tuner.engine.workload import Workload, WorkloadError
+from tuner.engine.workload import load as load_workload
+from tuner.errors import TunerError
+from tuner.knobs import BY_NAME
+
+
+class DeviceError(TunerError, ValueError):
+    """A compute device this machine does not have."""
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        knob = BY_NAME["device"]
+        raise DeviceError(f"{knob.label} = 'cuda' is not allowed here: torch "
+                          "sees no CUDA device; allowed here: auto, cpu")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def model_folder(cfg: Config) -> Path:
+    return Path(cfg.model) if cfg.model else synth.ensure()
+
+
+def load_tokenizer(folder: Path):
+    """The model's tokenizers.Tokenizer, or None when it ships no tokenizer.json."""
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # the library raises plain Exception for a bad file
+        raise ModelError(f"{path} is not a tokenizer file the tokenizers library reads "
+                         f"({err}); remove it to run the model without text") from None
+
+
+def encode(tokenizer, text: str) -> tuple[list[int], list[str]]:
+    """(token ids of `text`, the words of it that became the unknown token)."""
+    encoding = tokenizer.encode(text)
+    unk = getattr(tokenizer.model, "unk_token", None)
+    unk_id = tokenizer.token_to_id(unk) if unk else None
+    unknown = [text[start:end] for i, (start, end) in zip(encoding.ids, encoding.offsets)
+               if unk_id is not None and i == unk_id]
+    return encoding.ids, unknown
+
+
+TORCH_THREADS = torch.get_num_threads()  # torch's own default, before anything changed it
+
+
+def use_threads(n: int) -> None:
+    """`n` intra-op threads for torch work on the calling thread (0: torch's default).
+    OpenMP keeps the count per thread, so the thread that decodes sets it itself."""
+    torch.set_num_threads(n or TORCH_THREADS)
+
+
+def trim_heap() -> None:
+    """Gives the memory a replaced engine's many smaller tensors leave in the C heap back to
+    the system: glibc keeps freed blocks for reuse, and RSS would stay about 10 % higher
+    after a few rebuilds."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: its allocator decides
+        pass
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What one build of a session holds: a session swaps them all at once."""
+
+    device: torch.device
+    ckpt: Checkpoint
+    tokenizer: object | None  # a tokenizers.Tokenizer
+    workload: Workload
+    encoded: dict[str, list[int]]  # every text prompt of the workload, encoded once
+    unknown: list[str]  # words of those prompts the tokenizer does not know
+    engine: Engine
+
+
+def open_parts(cfg: Config, workload: Workload | None = None) -> Parts:
+    """Opens the model `cfg` names and builds an engine on it, for `workload` or the one the
+    settings name. Raises ModelError, WorkloadError, DeviceError or what the engine's build
+    raises, having left nothing running."""
+    device = pick_device(cfg.device)
+    ckpt = Checkpoint(model_folder(cfg))
+    tokenizer = load_tokenizer(ckpt.folder)
+    topics = ckpt.raw_config.get("tuner_recipe", {}).get("topics", 1)
+    workload = workload or load_workload(cfg.workload, cfg.seed, ckpt.config.vocab_size,
+                                         topics)
+    texts = {t.prompt for c in workload.conversations for t in c if isinstance(t.prompt, str)}
+    if tokenizer is None and texts:
+        raise WorkloadError(f"workload {workload.name}: {ckpt.folder} has no "
+                            "tokenizer.json, so text prompts cannot be encoded; give "
+                            "prompt ids instead")
+    encoded, unknown = {}, []
+    for text in texts:
+        encoded[text], words = encode(tokenizer, text)
+        unknown += [w for w in words if w not in unknown]
+    return Parts(device, ckpt, tokenizer, workload, encoded, unknown,
+                 Engine(ckpt, cfg, device))
