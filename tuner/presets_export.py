@@ -22,6 +22,7 @@ from tuner.engine import synth
 from tuner.engine.decode import arena_slots
 from tuner.engine.model import ModelConfig
 from tuner.engine.slots import quotas_for
+from tuner.errors import TunerError
 from tuner.knobs import BY_ENV, BY_NAME, KNOBS, Knob
 from tuner.presets import Preset, PresetError, Store, check_name
 from tuner.settings import Settings, SettingsError, env_values, validate
@@ -37,7 +38,7 @@ LLAMA_FLAGS = {"temperature": "--temp", "seed": "--seed", "context": "--ctx-size
 PLACEMENT = ("expert_cache", "arena_split", "arena_budgets", "device")  # become -ot flags
 
 
-class ImportProblems(ValueError):
+class ImportProblems(TunerError, ValueError):
     """Lines of an env file that could not be read; each names its line number."""
 
     def __init__(self, where: str, problems: list[tuple[int | None, str]]):

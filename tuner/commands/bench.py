@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tuner.cli import add_knob_flags, engine_settings, print_json
+from tuner.commands.args import add_knob_flags, engine_settings, print_json
 from tuner.engine.model_config import ModelError
 
 SECTIONS = ("read", "machinery", "telemetry", "link", "limit", "quant", "sites", "peer", "ui",

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from fastapi import FastAPI
 
-from tuner.control import Controller
+from tuner.control.controller import Controller
 from tuner.engine.session import Session
 from tuner.knobs import Config, config_dict
 from tuner.measure.ws_clients import Clients

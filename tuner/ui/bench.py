@@ -31,12 +31,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.control import Controller
+from tuner.control.controller import Controller
+from tuner.control.embedded import EmbeddedBackend
 from tuner.engine.session import Session
 from tuner.settings import Settings, to_config
 from tuner.ui import DEFAULT_REFRESH_HZ
 from tuner.ui.bench_client import SinkDriver, attach
-from tuner.ui.embedded import EmbeddedBackend
 from tuner.web.app import create_app as create_web_app
 from tuner.web.local import serve_in_thread
 

@@ -16,8 +16,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.markup import escape
 
+from tuner.control.errors import BackendError
 from tuner.format import figure
-from tuner.ui.backend import BackendError
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.heat_map import METRICS, HeatMap
 from tuner.ui.widgets.readout import Readout
@@ -122,7 +122,8 @@ class ExpertsScreen(SnapshotScreen):
         reported = None
         while True:
             try:
-                data = await self.app.backend.experts(self.windowed)
+                data = await self.app.backend.experts(
+                    "window" if self.windowed else "cumulative")
                 curve = await self.app.backend.curve()
             except BackendError as err:
                 if str(err) != reported:  # once, not at every poll of a lost server
