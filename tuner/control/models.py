@@ -211,8 +211,6 @@ class ABSpec(QualityGate):
         [], max_length=8, title="workloads (a,b,...)", description="workloads to run the "
         f"pairs on, each in turn: {', '.join(WORKLOADS)} or a JSON-lines file (empty: the "
         "settings' workload)")
-    label: str = Field("", max_length=80, title="label", description="a name for the "
-                       "comparison, given back with its result")
     rules: Annotated[str, OneOf(("", *RULESETS))] = Field(
         "", title=f"rules ({', '.join(RULESETS)})", description="rule set deciding the "
         "verdict per workload and phase (\"\": timing only)")

@@ -179,5 +179,4 @@ def run_ab(a: Settings, b: Settings, spec: ABSpec, warmup: int = 1,
             "knob_diff": knob_diff(a, b), **first,
             "runs": [run for r in results for run in r["runs"]],
             "workloads": results, "rules": label, "outcomes": outcomes, "verdict": final,
-            "notes": span_notes([run for r in results for run in r["runs"]], tokens),
-            "label": spec.label}
+            "notes": span_notes([run for r in results for run in r["runs"]], tokens)}
