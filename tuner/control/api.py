@@ -25,7 +25,6 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Literal, TypeVar, cast, get_type_hints
 
 from tuner.control.models import ABRequest, RunState, SessionState, TuneRequest
@@ -81,15 +80,6 @@ def route(method: str, path: str, query: tuple[str, ...] = (),
         return cast(F, call)
 
     return declare
-
-
-class Failed(Enum):
-    """An operation whose error the operator has already been shown (TunerApp.attempt)."""
-
-    FAILED = "failed"
-
-
-FAILED: Literal[Failed.FAILED] = Failed.FAILED
 
 
 class Backend(ABC):

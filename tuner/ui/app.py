@@ -18,11 +18,11 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 
-from tuner.control.api import FAILED, Backend, Failed
+from tuner.control.api import Backend
 from tuner.control.errors import BackendError
 from tuner.control.models import SessionState, TuneRequest
 from tuner.format import budgets_line
-from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
+from tuner.ui import DEFAULT_REFRESH_HZ, FAILED, MAX_REFRESH_HZ, Failed
 from tuner.ui.commands import BudgetCommands, KeyCommands, KnobCommands, PresetCommands
 from tuner.ui.history import History
 from tuner.ui.screens.base import SnapshotScreen

@@ -10,10 +10,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from tuner.control.api import FAILED
 from tuner.control.errors import Conflict
 from tuner.control.models import ABRequest
 from tuner.format import knob_text
+from tuner.ui import FAILED
 from tuner.ui.screens.ab import ABScreen
 from tuner.ui.screens.ab_dialog import ABDialog
 from tuner.ui.screens.base import SnapshotScreen
