@@ -9,7 +9,7 @@ import sys
 from tuner.commands.args import INTERRUPTED, add_knob_flags, print_json, settings_from_args
 from tuner.format import figure
 from tuner.measure.rules import check_limits
-from tuner.settings import non_default
+from tuner.settings import SettingsError, non_default
 from tuner.tune.worker import DEFAULT_OBJECTIVE, OBJECTIVES, SENTINEL_EVERY
 
 DEFAULT_TRIALS, DEFAULT_TOKENS = 20, 64
@@ -78,7 +78,7 @@ def _check(args: argparse.Namespace) -> None:
         raise SystemExit("tuner tune: --trial and --overwrite go with --save-best NAME")
     try:
         check_limits(args.max_kl, args.min_agreement)
-    except ValueError as err:
+    except SettingsError as err:
         raise SystemExit(f"tuner tune: {err}") from None
 
 

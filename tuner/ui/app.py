@@ -14,7 +14,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, TypeVar
 
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 
@@ -143,7 +143,10 @@ class TunerApp(App[int]):
     def repaint(self, force: bool = False) -> None:
         """Paints the visible screen with the newest snapshot (latest wins)."""
         # A screen is painted once it is mounted; a mode's screen is built on first use.
-        screen = self.screen if self.screen.is_mounted else None
+        try:
+            screen = self.screen if self.screen.is_mounted else None
+        except ScreenStackError:  # the app is closing: a last tick found no screen
+            return
         snap = self.backend.latest()
         if snap is None:
             if isinstance(screen, SnapshotScreen):
