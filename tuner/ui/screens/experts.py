@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.markup import escape
 
 from tuner.control.errors import BackendError
@@ -131,9 +132,12 @@ class ExpertsScreen(SnapshotScreen):
                     self.notify(reported, title="experts", severity="error", markup=False)
             else:
                 self.data = data
-                self.query_one(HeatMap).show(data, self.metric)
-                self.query_one("#curve-text", Readout).show_text(curve_text(curve))
-                self._caption()
+                try:
+                    self.query_one(HeatMap).show(data, self.metric)
+                    self.query_one("#curve-text", Readout).show_text(curve_text(curve))
+                    self._caption()
+                except NoMatches:  # the app is closing and took the screen's widgets away
+                    return
             await asyncio.sleep(1 / self.app.refresh_hz)
 
     def _caption(self) -> None:
