@@ -147,6 +147,8 @@ def problems(errors: Sequence[ErrorDetails], skip: int = 0) -> dict[str, str]:
         field = ".".join(str(p) for p in e["loc"][skip:]) or ".".join(map(str, e["loc"]))
         if e["type"] == "value_error":  # our own check: its message names the field
             out[field] = str(e.get("ctx", {}).get("error", e["msg"]))
+        elif e["type"] == "missing":
+            out[field] = f"{field} is required"
         else:
             out[field] = f"{field} = {shown(e.get('input'))}: {e['msg']}"
     return out
