@@ -19,6 +19,7 @@ NEVER = {
     "control": {"web", "ui", "commands", "cli", "fastapi", "starlette", "textual", "uvicorn"},
     "web": {"ui", "commands", "cli", "textual"},
     "measure": {"ui", "commands", "cli"},
+    "bench": {"web", "ui", "commands", "cli"},
     "tune": {"control", "web", "ui", "commands", "cli"},
     "traces": {"control", "web", "ui", "commands", "cli"},
     "commands": {"cli"},
