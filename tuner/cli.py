@@ -1,10 +1,15 @@
 """The `tuner` command line. Knob flags are generated from the knob table.
 
-Each subcommand lives in a module with `register(subparsers)`; that function adds the
-parser and sets `func`, which takes the parsed args and returns the exit status. Building
-the parser imports every such module, so they import what their commands run (torch, the
-web server, the terminal UI, Optuna) inside the functions that run them: `tuner --version`,
-`tuner knobs` or `tuner presets list` start without loading any of it.
+Each subcommand lives in a module of tuner.commands with `register(parser)`; that function
+adds its arguments and sets `func`, which takes the parsed args and returns the exit
+status. What commands share (knob flags, settings from flags, JSON output) is in
+tuner.commands.args, so no command imports this module. Only the module of the command
+being run is imported, and each imports what it runs (torch, the web server, the terminal
+UI, Optuna) inside the functions that run it: `tuner --version`, `tuner knobs` or `tuner
+presets list` start without loading any of it.
+
+A user's mistake (a bad value, preset, model folder, request) is a TunerError: printed here
+as one line, `tuner: <message>`, with exit status 2.
 
 SIGTERM stops a command as Ctrl-C does (a KeyboardInterrupt in the main thread, so every
 command's clean-up runs), and both exit with status 130.
@@ -15,7 +20,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
-import json
 import logging
 import os
 import signal
@@ -23,15 +27,11 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuner import __version__
-from tuner.knobs import GROUPS, INPUT_KNOBS, knob_flag
-
-if TYPE_CHECKING:
-    from tuner.settings import Settings
-
-INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C or SIGTERM
+from tuner.commands.args import INTERRUPTED
+from tuner.errors import TunerError
 
 # Every command: its module (with `register(parser)`) and its line in `tuner --help`, in
 # the order that lists them. Only the module of the command being run is imported.
@@ -55,77 +55,6 @@ COMMANDS = {
     "tui": ("tuner.commands.tui", "the terminal UI: an engine in this process, or --connect "
             "to a running `tuner serve`"),
 }
-
-
-def given_knobs(args: argparse.Namespace) -> dict[str, Any]:
-    """The knob flags given on the command line, by knob name."""
-    return {k.name: getattr(args, f"knob_{k.name}") for k in INPUT_KNOBS
-            if getattr(args, f"knob_{k.name}", None) is not None}
-
-
-def add_knob_flags(p: argparse.ArgumentParser) -> None:
-    """--preset plus one flag per knob (values are validated by the settings model)."""
-    p.add_argument("--preset", help="preset name or path to a .toml file")
-    for group in GROUPS:
-        g = p.add_argument_group(f"{group} knobs")
-        for k in (k for k in INPUT_KNOBS if k.group == group):
-            text = f"{k.help} [{k.allowed()}; default {k.default!r}; env {k.env}]"
-            g.add_argument(knob_flag(k.name), dest=f"knob_{k.name}",
-                           metavar=k.type.__name__.upper(),
-                           help=text.replace("%", "%%"))  # argparse formats help with %
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Defaults < preset < environment < flags. Raises SettingsError or PresetError."""
-    from tuner.presets import resolve
-    from tuner.settings import load
-
-    preset = resolve(args.preset).knobs if getattr(args, "preset", None) else {}
-    return load(preset=preset, cli=given_knobs(args))
-
-
-def engine_settings(args: argparse.Namespace) -> Settings:
-    """`settings_from_args`, then the demo model made first when the settings run it and it
-    is not there yet: the first start writes ~0.6 GB, which no command does silently."""
-    settings = settings_from_args(args)
-    from tuner.engine import synth
-
-    if not settings.model and not synth.is_made():
-        print(f"tuner {args.command}: making the demo model in {synth.default_model_path()} "
-              "(first start only, ~0.6 GB; the folder is set by TUNER_HOME)", file=sys.stderr,
-              flush=True)
-        tty = sys.stderr.isatty()
-
-        def progress(done: int, total: int) -> None:
-            if tty or done == total:
-                end = "\n" if done == total else ""
-                print(f"\r  wrote {done} of {total} shards", end=end, file=sys.stderr,
-                      flush=True)
-
-        synth.ensure(progress=progress)
-    return settings
-
-
-def int_list(what: str, minimum: int):
-    """An argparse type for comma-separated integers such as 1,2,3, each >= minimum."""
-
-    def parse(text: str) -> list[int]:
-        try:
-            values = [int(t) for t in text.split(",") if t.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected {what} as comma-separated integers like 1,2,3, got {text!r}"
-            ) from None
-        if not values or min(values) < minimum:
-            raise argparse.ArgumentTypeError(f"{what}: one or more integers >= {minimum}")
-        return values
-
-    return parse
-
-
-def print_json(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=1)
-    sys.stdout.write("\n")
 
 
 class Parser(argparse.ArgumentParser):
@@ -194,13 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     from tuner.engine.model_config import ModelError
-    from tuner.presets import PresetError
-    from tuner.settings import SettingsError
 
     try:
         with sigterm_as_ctrl_c():
             return args.func(args) or 0
-    except (SettingsError, PresetError, ModelError) as err:  # the user's input: one line
+    # ModelError: the engine's, until the engine's errors derive from TunerError too
+    except (TunerError, ModelError) as err:  # the user's input: one line
         print(f"tuner: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

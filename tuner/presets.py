@@ -36,6 +36,7 @@ from typing import Any
 import tomli_w
 
 from tuner import __version__
+from tuner.errors import TunerError
 from tuner.knobs import BY_NAME
 from tuner.settings import Settings, SettingsError, non_default, normalise, validate
 
@@ -45,7 +46,7 @@ MAX_FILE = 64 * 1024  # a preset is a few hundred bytes; a bigger file is not on
 STALE_TEMP_S = 60.0  # a temporary file older than this was left by a writer that died
 
 
-class PresetError(ValueError):
+class PresetError(TunerError, ValueError):
     def __init__(self, where: str, message: str, line: int | None = None):
         self.where, self.line = where, line
         at = f"{where}:{line}" if line else where

@@ -25,6 +25,7 @@ from tuner.engine import synth
 from tuner.engine.decode import arena_slots
 from tuner.engine.model_config import ModelConfig
 from tuner.engine.slots import quotas_for
+from tuner.errors import TunerError
 from tuner.knobs import INPUT_KNOBS, KNOBS, Knob
 from tuner.presets import Preset, PresetError, Store, check_name
 from tuner.settings import Settings, SettingsError, env_values, validate
@@ -49,7 +50,7 @@ ENV_OF = {k.name: k.env for k in INPUT_KNOBS}
 ENVS = set(ENV_OF.values())
 
 
-class ImportProblems(ValueError):
+class ImportProblems(TunerError, ValueError):
     """Lines of an env file that could not be read; each names its line number."""
 
     def __init__(self, where: str, problems: list[tuple[int | None, str]]):

@@ -33,6 +33,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from tuner.engine.inputs import check as check_path
 from tuner.engine.workload import WorkloadError
 from tuner.engine.workload import check as check_workload
+from tuner.errors import TunerError
 from tuner.knobs import (
     ALIAS_OF,
     BY_NAME,
@@ -46,8 +47,9 @@ from tuner.knobs import (
 )
 
 
-class SettingsError(ValueError):
-    """One or more knob values were rejected; `problems` maps knob name to message."""
+class SettingsError(TunerError, ValueError):
+    """One or more values were rejected: knob values, or the fields of a request (an A/B,
+    a tune); `problems` maps each one's name to its message."""
 
     def __init__(self, problems: dict[str, str]):
         self.problems = problems

@@ -59,7 +59,7 @@ def test_a_flag_like_nothing_gets_no_guess(capsys):
 def test_the_terminal_ui_on_a_server_loads_no_engine():
     """`tuner tui --connect URL` runs the UI alone: what it imports must not bring torch."""
     code = ("import sys\nfrom tuner.commands import tui\nfrom tuner.ui.app import create_app\n"
-            "from tuner.ui.remote import RemoteBackend\n"
+            "from tuner.control.remote import RemoteBackend\n"
             "print([m for m in ('torch', 'fastapi', 'optuna', 'scipy') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)

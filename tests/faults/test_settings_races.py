@@ -10,7 +10,7 @@ import httpx
 def test_version_and_settings_are_read_together(live):
     """Polls GET /api/settings while changes are applied; every answer's settings must be
     the settings of the version it names."""
-    by_version = {1: live.controller.state()["settings"]}
+    by_version = {1: live.controller.state().settings}
     seen: list[dict] = []
     done = threading.Event()
 
@@ -40,7 +40,7 @@ def test_version_and_settings_are_read_together(live):
 
 def test_the_snapshot_names_the_version_of_its_settings(controller):
     """The same from the engine's side: every snapshot's settings are its version's."""
-    by_version = {1: controller.state()["settings"]}
+    by_version = {1: controller.state().settings}
     snaps: list[dict] = []
     done = threading.Event()
 
@@ -52,8 +52,8 @@ def test_the_snapshot_names_the_version_of_its_settings(controller):
     taker.start()
     try:
         for i in range(40):
-            version = controller.change({"moce_bonus": i / 10})
-            by_version[version] = controller.state()["settings"]
+            version = controller.change({"moce_bonus": i / 10}).version
+            by_version[version] = controller.state().settings
     finally:
         done.set()
         taker.join()

@@ -30,10 +30,10 @@ def test_a_change_takes_effect_within_the_token_it_arrives_in(slow):
     session = slow.session
     assert session.wait_tokens(session.tokens + 1, 30)
     at = session.tokens
-    version = slow.change({"io_jitter_ms": 0.0, "ssd_gbps": 0.0})  # 503s if it waited
+    version = slow.change({"io_jitter_ms": 0.0, "ssd_gbps": 0.0}).version  # 503s if waited
     marker = next(c for c in session.snapshot()["changes"] if c["version"] == version)
     assert marker["token"] <= at + 1
-    assert slow.state()["settings"]["ssd_gbps"] == 0.0 == session.cfg.ssd_gbps
+    assert slow.state().settings["ssd_gbps"] == 0.0 == session.cfg.ssd_gbps
 
 
 def test_pause_and_stop_take_effect_within_a_token(slow):
@@ -41,7 +41,7 @@ def test_pause_and_stop_take_effect_within_a_token(slow):
     assert session.wait_tokens(session.tokens + 1, 30)
     session.pause()
     at = session.tokens
-    version = slow.change({"moce_bonus": 0.5})  # a paused session takes settings at once
+    version = slow.change({"moce_bonus": 0.5}).version  # paused, it takes settings at once
     assert session.applied_version == version
     assert session.tokens <= at + 1 and session.state == "paused"
     session.resume()
@@ -88,7 +88,7 @@ def test_a_change_the_engine_does_not_take_up_is_withdrawn(stuck):
     session = stuck.session
     assert session.wait_tokens(session.tokens + 2, 30)
     assert session.snapshot()["pending_version"] is None
-    assert stuck.controller.state()["settings"]["moce_bonus"] == 0.0
+    assert stuck.controller.state().settings["moce_bonus"] == 0.0
     assert session.cfg.moce_bonus == 0.0
 
 
@@ -112,7 +112,7 @@ def test_queued_changes_never_starve_the_other_routes(stuck):
     for t in threads:
         t.join(120)
     assert len(answers) == 45 and set(answers) == {503}
-    assert stuck.controller.state()["settings"]["moce_bonus"] == 0.0
+    assert stuck.controller.state().settings["moce_bonus"] == 0.0
 
 
 @pytest.mark.parametrize("knob", ["ssd_gbps", "link_gbps", "cpu_gbps"])

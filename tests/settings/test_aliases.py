@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tuner import settings
-from tuner.cli import build_parser, settings_from_args
+from tuner.cli import build_parser
+from tuner.commands.args import settings_from_args
 from tuner.engine.policies import POLICIES
 from tuner.knobs import ALIASES, BY_NAME
 from tuner.presets import PresetError, parse

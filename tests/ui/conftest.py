@@ -18,13 +18,13 @@ import textual.app
 import textual.pilot
 from textual._wait import SLEEP_GRANULARITY, wait_for_idle
 
-from tuner.control import Controller
+from tuner.control.api import Backend
+from tuner.control.controller import Controller
+from tuner.control.embedded import EmbeddedBackend
+from tuner.control.remote import RemoteBackend
 from tuner.engine.session import Session
 from tuner.presets import Store
 from tuner.settings import load, to_config
-from tuner.ui.backend import Backend
-from tuner.ui.embedded import EmbeddedBackend
-from tuner.ui.remote import RemoteBackend
 from tuner.web.app import create_app as create_web_app
 from tuner.web.local import serve_in_thread
 

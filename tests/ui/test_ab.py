@@ -11,8 +11,10 @@ import pytest
 from textual.widgets import DataTable, Input, Static
 
 from tests.ui.conftest import following, until
+from tuner.control.errors import BackendError
+from tuner.control.models import ABRequest, parse
+from tuner.settings import SettingsError
 from tuner.ui.app import create_app
-from tuner.ui.backend import BackendError
 from tuner.ui.screens.ab import ABScreen
 from tuner.ui.screens.ab_dialog import ABDialog
 from tuner.ui.screens.presets import PresetsScreen
@@ -29,10 +31,10 @@ def backend(request):
 async def test_backend_runs_an_ab_and_reports_it(backend, controller):
     async with following(backend):
         assert await backend.ab_status() is None
-        job = await backend.start_ab("baseline", "2q", 1, 16)
+        job = await backend.start_ab(ABRequest(a="baseline", b="2q", pairs=1, tokens=16))
         assert (job["a"], job["b"], job["total_runs"]) == ("baseline", "2q", 3)
         with pytest.raises(BackendError, match="already running"):
-            await backend.start_ab("baseline", "2q", 1, 16)
+            await backend.start_ab(ABRequest(a="baseline", b="2q", pairs=1, tokens=16))
         job = await finished(backend)
         assert job["state"] == "done", job
         assert [run["arm"] for run in job["runs"]] == ["A", "B", "A"]
@@ -52,11 +54,11 @@ async def finished(backend, timeout: float = 30.0) -> dict:
 async def test_backend_refuses_bad_input_and_starts_nothing(backend):
     async with following(backend):
         with pytest.raises(BackendError, match="nope"):
-            await backend.start_ab("baseline", "nope", 1, 16)
-        with pytest.raises(BackendError, match="pairs"):
-            await backend.start_ab("baseline", "2q", 99, 16)
-        with pytest.raises(BackendError, match="max_kl"):
-            await backend.start_ab("baseline", "2q", 1, 16, max_kl=-1.0)
+            await backend.start_ab(ABRequest(a="baseline", b="nope", pairs=1, tokens=16))
+        # counts and limits out of range are refused by the request itself, on either side
+        for bad, says in (({"pairs": 99}, "pairs = 99"), ({"max_kl": -1.0}, "max_kl")):
+            with pytest.raises(SettingsError, match=says):
+                parse(ABRequest, {"a": "baseline", "b": "2q", **bad})
         assert await backend.ab_status() is None
 
 

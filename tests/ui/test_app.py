@@ -13,10 +13,10 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, Label, Static
 
 from tests.ui.conftest import until
+from tuner.control.remote import RemoteBackend
 from tuner.format import COLUMN_SETS
 from tuner.settings import SettingsError, apply
 from tuner.ui.app import create_app
-from tuner.ui.remote import RemoteBackend
 from tuner.ui.screens.dialog import Confirm
 from tuner.ui.screens.help import HelpScreen
 from tuner.ui.screens.knobs import KnobsScreen

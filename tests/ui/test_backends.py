@@ -9,12 +9,12 @@ import sys
 import pytest
 
 from tests.ui.conftest import following, until
+from tuner.control.controller import GIL_SWITCH_S
+from tuner.control.errors import BackendError, Conflict, Rejected
+from tuner.control.remote import RemoteBackend, websocket_url
 from tuner.knobs import KNOBS
 from tuner.settings import SettingsError, apply
 from tuner.ui.app import create_app
-from tuner.ui.backend import BackendError, Conflict, Rejected
-from tuner.ui.embedded import GIL_SWITCH_S
-from tuner.ui.remote import RemoteBackend, websocket_url
 from tuner.web.app import create_app as create_web_app
 from tuner.web.local import serve_in_thread
 
@@ -35,11 +35,11 @@ async def test_change_is_applied_and_versioned(backend, controller):
     async with following(backend):
         before = await backend.state()
         state = await backend.change({"moce_bonus": 0.85, "cache_policy": "2q"})
-        assert state["version"] == before["version"] + 1 == controller.version
+        assert state.version == before.version + 1 == controller.version
         assert controller.settings.moce_bonus == 0.85
         assert controller.settings.cache_policy == "2q"
         snap = await until(lambda: (s := backend.latest()) and
-                           s["settings_version"] == state["version"] and s)
+                           s["settings_version"] == state.version and s)
         assert snap["settings"]["cache_policy"] == "2q"
 
 
@@ -82,7 +82,7 @@ async def test_preset_save_diff_apply(backend, controller):
         assert {"knob": "moce_bonus", "env": "STRATA_METAL_MOCE_BONUS", "a": 0.85,
                 "b": 0.0} in diff
         state = await backend.apply_preset("mine")
-        assert state["settings"]["moce_bonus"] == 0.85 == controller.settings.moce_bonus
+        assert state.settings["moce_bonus"] == 0.85 == controller.settings.moce_bonus
 
 
 async def test_saving_over_a_preset_asks_and_keeps_its_description(backend, controller):
@@ -106,7 +106,7 @@ async def test_per_expert_counts_and_the_live_curve(backend, controller):
         await until(lambda: session.tokens > 8)
         await backend.pause()
         await until(lambda: session.state == "paused")
-        data = await until_async(lambda: backend.experts(True),
+        data = await until_async(lambda: backend.experts("window"),
                                  lambda d: d["resident"] is not None)
         snap = session.snapshot()
         L, E = snap["model"]["layers"], snap["model"]["experts"]
@@ -117,7 +117,7 @@ async def test_per_expert_counts_and_the_live_curve(backend, controller):
         assert [sum(r) for r in data["misses"]] == [r["sync_misses"]
                                                     for r in snap["window"]["layers"]]
         assert [sum(r) for r in data["resident"]] == [r["resident"] for r in snap["layers"]]
-        cumulative = await backend.experts(False)
+        cumulative = await backend.experts("cumulative")
         assert sum(map(sum, cumulative["routings"])) == snap["totals"]["routings"]
         curve = await until_async(backend.curve, lambda c: c is not None, timeout=60)
         assert curve["arena"] == snap["arena"]["slots"] and curve["arena"] in curve["sizes"]

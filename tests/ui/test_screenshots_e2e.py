@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.ui.conftest import make_controller, until
+from tuner.control.embedded import EmbeddedBackend
 from tuner.engine import synth
 from tuner.ui.app import create_app
-from tuner.ui.embedded import EmbeddedBackend
 from tuner.ui.widgets.heat_map import HeatMap
 from tuner.ui.widgets.readout import Readout
 

@@ -11,8 +11,10 @@ from textual.widgets import DataTable, Input, Static
 
 from tests.ui.conftest import following, until
 from tests.ui.test_ab import fill
+from tuner.control.errors import BackendError
+from tuner.control.models import TuneRequest, parse
+from tuner.settings import SettingsError
 from tuner.ui.app import create_app
-from tuner.ui.backend import BackendError
 from tuner.ui.screens.tune import TuneScreen
 from tuner.ui.screens.tune_dialog import TuneDialog
 
@@ -37,13 +39,14 @@ async def test_backend_runs_a_tune_and_stops_one(backend, controller):
     async with following(backend):
         assert await backend.tune_status() is None
         assert await backend.stop_tune() is None
-        job = await backend.start_tune(2, 8, "ms", "prefetch=off|stale", "")
+        job = await backend.start_tune(TuneRequest(trials=2, tokens=8,
+                                                   space="prefetch=off|stale"))
         assert job["state"] == "running" and job["space"]["prefetch"] == "off|stale"
         with pytest.raises(BackendError, match="already running"):
-            await backend.start_tune(2, 8, "ms", "", "")
+            await backend.start_tune(TuneRequest(trials=2, tokens=8))
         job = await over(backend)
         assert job["state"] == "done" and len(job["rows"]) == 2, job
-        await backend.start_tune(40, 8, "ms", "", "")
+        await backend.start_tune(TuneRequest(trials=40, tokens=8))
         deadline = time.monotonic() + 60
         while not (await backend.tune_status())["rows"]:
             assert time.monotonic() < deadline
@@ -56,9 +59,9 @@ async def test_backend_runs_a_tune_and_stops_one(backend, controller):
 async def test_backend_refuses_a_bad_space_and_starts_nothing(backend):
     async with following(backend):
         with pytest.raises(BackendError, match="low 9 must be below high 2"):
-            await backend.start_tune(2, 8, "ms", "prefetch_max=9:2", "")
-        with pytest.raises(BackendError, match="trials"):
-            await backend.start_tune(0, 8, "ms", "", "")
+            await backend.start_tune(TuneRequest(trials=2, tokens=8, space="prefetch_max=9:2"))
+        with pytest.raises(SettingsError, match="trials = 0"):  # refused by the request
+            parse(TuneRequest, {"trials": 0, "tokens": 8})
         assert await backend.tune_status() is None
 
 

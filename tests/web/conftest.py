@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.web.live import Live, serve, start_controller
-from tuner.control import Controller
+from tuner.control.controller import Controller
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 
-from tuner.control import Controller
+from tuner.control.controller import Controller
 from tuner.engine.session import Session
 from tuner.presets import Store
 from tuner.settings import load, to_config

@@ -129,9 +129,9 @@ def test_out_of_range_value_shows_the_error_and_changes_nothing(live, open_page)
     expect(error).to_contain_text("moce_protect (STRATA_METAL_MOCE_PROTECT) = 99 ")
     expect(error).to_contain_text("[0, 64]")
     expect(page.locator("#in-moce_protect")).to_have_value("3")  # reverted
-    assert live.controller.state()["settings"] == before["settings"]
-    assert live.session.applied_version == before["version"]
-    expect(page.locator("#st-version")).to_have_text(str(before["version"]))
+    assert live.controller.state().settings == before.settings
+    assert live.session.applied_version == before.version
+    expect(page.locator("#st-version")).to_have_text(str(before.version))
     shot(page, "dashboard-rejected-value")
 
 

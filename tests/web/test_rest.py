@@ -66,8 +66,8 @@ def test_bad_settings_bodies(live, body, status, key):
     r = httpx.patch(f"{live.url}/api/settings", json=body)
     assert r.status_code == status, r.text
     assert key in r.json()["detail"]["problems"]
-    assert live.controller.state()["settings"] == before["settings"]
-    assert live.session.applied_version == before["version"]
+    assert live.controller.state().settings == before.settings
+    assert live.session.applied_version == before.version
     live.wait_tokens(2)
 
 
@@ -150,10 +150,10 @@ def test_token_is_required_everywhere(controller):
 def test_an_empty_change_makes_no_version(live):
     before = live.controller.state()
     r = httpx.patch(f"{live.url}/api/settings", json={})
-    assert r.status_code == 200 and r.json()["version"] == before["version"]
-    same = {"moce_bonus": before["settings"]["moce_bonus"]}
+    assert r.status_code == 200 and r.json()["version"] == before.version
+    same = {"moce_bonus": before.settings["moce_bonus"]}
     assert httpx.patch(f"{live.url}/api/settings", json=same).json()["version"] \
-        == before["version"]
+        == before.version
     assert live.session.snapshot()["changes"] == []  # no change marker for no change
 
 

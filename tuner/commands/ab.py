@@ -5,35 +5,25 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tuner.cli import INTERRUPTED, add_knob_flags, engine_settings, print_json
-from tuner.engine.workload import NAMES, WorkloadError
+from tuner.commands.args import (
+    INTERRUPTED,
+    add_knob_flags,
+    add_model_flags,
+    engine_settings,
+    model_values,
+    print_json,
+)
 from tuner.format import figure
 from tuner.measure.report import knob_change, result_lines
-from tuner.measure.rules import RULESETS, check_limits
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    for arm in ("a", "b"):
-        p.add_argument(arm, metavar=arm.upper(), help=f"arm {arm.upper()}: a preset name, a "
-                       ".toml file, or knob=value pairs like moce_bonus=0.85,cache_policy=2q")
-    p.add_argument("--pairs", type=int, default=4, help="A B pairs before the sentinel A "
-                   "(default 4)")
-    p.add_argument("--tokens", type=int, default=128, help="tokens per run (default 128)")
+    from tuner.control.models import ABSpec
+
+    add_model_flags(p, ABSpec, defaults={"tokens": 128})  # longer runs than the server's
     p.add_argument("--warmup", type=int, default=1, help="unmeasured runs of A first, so the "
                    "page cache and lazy initialisation do not land on the first pair "
                    "(default 1)")
-    p.add_argument("--workloads", help="comma-separated workloads (built-in names or "
-                   f"JSON-lines files) to run the matched pairs on, each in turn; built-in: "
-                   f"{', '.join(NAMES)} (default: the workload knob's)")
-    p.add_argument("--rules", default="", choices=["", *RULESETS], help="rule set whose "
-                   "outcomes per workload and phase decide the verdict (seed000: sync misses "
-                   "per token not higher, bonus-0 output identical, no timely hits turned "
-                   "into exposed waits)")
-    p.add_argument("--max-kl", type=float, help="quality gate: reject an arm whose mean "
-                   "KL(exact || served) is above this many nats per token, whatever its speed")
-    p.add_argument("--min-agreement", type=float, help="quality gate: reject an arm whose "
-                   "top-1 agreement with exact routing is below this percentage, whatever its "
-                   "speed")
     p.add_argument("--json", action="store_true")
     add_knob_flags(p)  # the base both arms start from; each arm's knobs go on top
     p.set_defaults(func=main)
@@ -45,23 +35,20 @@ def _progress(i: int, n: int, run: dict) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from tuner.control.models import ABSpec, parse
     from tuner.measure.ab import Interrupted, arm_settings, run_ab
-    from tuner.settings import SettingsError, apply
+    from tuner.settings import SettingsError
 
-    for name, least in (("pairs", 1), ("tokens", 1), ("warmup", 0)):
-        if getattr(args, name) < least:
-            raise SystemExit(f"tuner ab: --{name} must be at least {least}")
-    base = engine_settings(args)
-    a, b = arm_settings(args.a, base), arm_settings(args.b, base)
-    workloads = [w.strip() for w in args.workloads.split(",")] if args.workloads else None
-    try:
-        check_limits(args.max_kl, args.min_agreement)
-        if workloads:  # each one checked before the first run
-            [apply(base, {"workload": w}) for w in workloads]
-        result = run_ab(a, b, args.pairs, args.tokens, args.warmup, _progress, workloads,
-                        args.rules, args.max_kl, args.min_agreement)
-    except (SettingsError, WorkloadError, ValueError) as err:
+    if args.warmup < 0:
+        raise SystemExit("tuner ab: --warmup must be at least 0")
+    try:  # every field checked before the first run
+        spec = parse(ABSpec, model_values(args, ABSpec))
+    except SettingsError as err:
         raise SystemExit(f"tuner ab: {err}") from None
+    base = engine_settings(args)
+    a, b = arm_settings(spec.a, base), arm_settings(spec.b, base)
+    try:
+        result = run_ab(a, b, spec, args.warmup, _progress)
     except Interrupted as stop:  # what was measured is kept: shown, with no verdict
         if args.json:
             print_json({"interrupted": True, "planned_runs": stop.planned, "runs": stop.runs})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from tuner.bench.sections import DEFAULT, SECTIONS, SITES_FRACS, Options, chosen, markdown
-from tuner.cli import add_knob_flags, engine_settings, print_json
+from tuner.commands.args import add_knob_flags, engine_settings, print_json
 
 
 def register(p: argparse.ArgumentParser) -> None:

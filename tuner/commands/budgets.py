@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from tuner.cli import print_json
+from tuner.commands.args import print_json
 from tuner.commands.trace import reporting_trace_errors
 from tuner.engine import trace_format
 from tuner.traces.budgets import EVEN, WEIGHTS, BudgetError, plan

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tuner.cli import print_json
+from tuner.commands.args import print_json
 from tuner.knobs import ALIASES, KNOBS
 
 HEADER = ("group", "knob", "env", "default", "allowed", "unit", "class", "tune searches",

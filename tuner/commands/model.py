@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from tuner.cli import add_knob_flags, engine_settings, print_json
+from tuner.commands.args import add_knob_flags, engine_settings, print_json
 from tuner.commands.trace import reporting_trace_errors
 from tuner.engine import quant, synth, trace_format
 from tuner.engine.checkpoint import DTYPE_NAMES, Checkpoint

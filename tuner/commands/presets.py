@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tuner.cli import add_knob_flags, print_json, settings_from_args
+from tuner.commands.args import add_knob_flags, print_json, settings_from_args
 from tuner.knobs import BY_NAME
 from tuner.presets import PresetExists, Store, knob_diff
 

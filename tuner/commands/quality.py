@@ -9,7 +9,7 @@ import itertools
 import sys
 from pathlib import Path
 
-from tuner.cli import add_knob_flags, engine_settings, print_json
+from tuner.commands.args import add_knob_flags, engine_settings, print_json
 from tuner.format import knob_text
 from tuner.settings import SettingsError, apply, from_texts, to_config
 

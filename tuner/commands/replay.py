@@ -7,7 +7,7 @@ import argparse
 from itertools import pairwise
 from pathlib import Path
 
-from tuner.cli import int_list, print_json
+from tuner.commands.args import int_list, print_json
 from tuner.commands.trace import reporting_trace_errors
 from tuner.engine import trace_format
 from tuner.engine.trace_format import Trace, TraceError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tuner.cli import add_knob_flags, engine_settings, int_list, print_json
+from tuner.commands.args import add_knob_flags, engine_settings, int_list, print_json
 
 
 def register(p: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ import ipaddress
 import os
 import socket
 
-from tuner.cli import add_knob_flags, engine_settings
+from tuner.commands.args import add_knob_flags, engine_settings
 
 DEFAULT_PORT = 8765
 
@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     # Heavy imports after the argument checks, so mistakes are reported at once.
     import uvicorn
 
-    from tuner.control import Controller
+    from tuner.control.controller import Controller
     from tuner.engine.session import Session
     from tuner.presets import Store
     from tuner.settings import to_config

@@ -7,7 +7,7 @@ import functools
 import sys
 from pathlib import Path
 
-from tuner.cli import add_knob_flags, engine_settings, int_list, print_json
+from tuner.commands.args import add_knob_flags, engine_settings, int_list, print_json
 from tuner.engine import trace_format
 from tuner.engine.trace_format import TraceError
 from tuner.traces.budgets import BudgetError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tuner.cli import add_knob_flags, engine_settings, given_knobs
+from tuner.commands.args import add_knob_flags, engine_settings, given_knobs
 from tuner.knobs import knob_flag
 from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
 
@@ -49,8 +49,8 @@ def _connected(args: argparse.Namespace) -> int:
     if given:
         raise SystemExit(f"tuner tui: {', '.join(given)} set up a local engine; with --connect "
                          "change settings in the UI or with the server's API")
+    from tuner.control.remote import RemoteBackend
     from tuner.ui.app import create_app
-    from tuner.ui.remote import RemoteBackend
 
     rate = args.rate or args.refresh_hz
     app = create_app(RemoteBackend(args.connect, token=args.token, rate=rate),
@@ -59,12 +59,12 @@ def _connected(args: argparse.Namespace) -> int:
 
 
 def _embedded(args: argparse.Namespace) -> int:
-    from tuner.control import Controller
+    from tuner.control.controller import Controller
+    from tuner.control.embedded import EmbeddedBackend
     from tuner.engine.session import Session
     from tuner.presets import Store
     from tuner.settings import to_config
     from tuner.ui.app import create_app
-    from tuner.ui.embedded import EmbeddedBackend
 
     settings = engine_settings(args)
     try:

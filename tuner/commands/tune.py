@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tuner.cli import INTERRUPTED, add_knob_flags, print_json, settings_from_args
+from tuner.commands.args import INTERRUPTED, add_knob_flags, print_json, settings_from_args
 from tuner.format import figure
 from tuner.measure.rules import check_limits
-from tuner.settings import non_default
+from tuner.settings import SettingsError, non_default
 from tuner.tune.worker import DEFAULT_OBJECTIVE, OBJECTIVES, SENTINEL_EVERY
 
 DEFAULT_TRIALS, DEFAULT_TOKENS = 20, 64
@@ -78,22 +78,12 @@ def _check(args: argparse.Namespace) -> None:
         raise SystemExit("tuner tune: --trial and --overwrite go with --save-best NAME")
     try:
         check_limits(args.max_kl, args.min_agreement)
-    except ValueError as err:
+    except SettingsError as err:
         raise SystemExit(f"tuner tune: {err}") from None
 
 
 def main(args: argparse.Namespace) -> int:
-    from tuner.tune.study import TuneError
-
     _check(args)
-    try:
-        return _tune(args)
-    except TuneError as err:
-        print(f"tuner: {err}", file=sys.stderr)
-        return 2
-
-
-def _tune(args: argparse.Namespace) -> int:
     from tuner.tune import run, study
 
     out = sys.stderr if args.json else sys.stdout
@@ -178,6 +168,7 @@ def _print_front(r: dict, out) -> None:
 def _save_and_check(r: dict, args: argparse.Namespace, out) -> dict:
     """Saves the chosen trial as a preset, then A/Bs it against the baseline with `tuner
     ab`'s runner and prints its verdict."""
+    from tuner.control.models import ABSpec
     from tuner.measure.ab import arm_settings, run_ab
     from tuner.measure.report import result_lines
     from tuner.tune import study
@@ -197,8 +188,9 @@ def _save_and_check(r: dict, args: argparse.Namespace, out) -> dict:
     print(f"A/B: A = the baseline, B = preset {preset.name!r}, {args.ab_pairs} pairs of "
           f"{args.ab_tokens} tokens and a sentinel A", file=out)
     gate = s.user_attrs["spec"].get("gate") or {}
-    ab = run_ab(a, b, args.ab_pairs, args.ab_tokens, max_kl=gate.get("max_kl"),
-                min_agreement=gate.get("min_agreement"))
+    ab = run_ab(a, b, ABSpec(a="baseline", b=preset.name, pairs=args.ab_pairs,
+                             tokens=args.ab_tokens, max_kl=gate.get("max_kl"),
+                             min_agreement=gate.get("min_agreement")))
     print("\n".join(result_lines(ab)), file=out)
     saved["ab"] = ab
     return saved

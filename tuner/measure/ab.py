@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.engine.session import Session
 from tuner.knobs import lossy_total
@@ -25,6 +25,9 @@ from tuner.measure.compare import compare, schedule
 from tuner.measure.rules import QUALITY_EVERY, evaluate, ruleset, ruleset_label, verdict
 from tuner.presets import PresetError, knob_diff, resolve
 from tuner.settings import Settings, SettingsError, apply, from_texts, to_config
+
+if TYPE_CHECKING:
+    from tuner.control.models import ABSpec
 
 START_STATE = ("every run is a fresh session from its arm's settings: same seed, same model, "
                "same prompts, cold arena")
@@ -138,18 +141,17 @@ def span_notes(runs: list[dict[str, Any]], tokens: int) -> list[str]:
             f"were not measured; give more tokens than the prompt, e.g. {prompt + tokens}"]
 
 
-def run_ab(a: Settings, b: Settings, pairs: int, tokens: int, warmup: int = 1,
-           progress: Callable[[int, int, dict], None] | None = None,
-           workloads: list[str] | None = None, rules: str = "",
-           max_kl: float | None = None, min_agreement: float | None = None) -> dict[str, Any]:
-    """Runs A B A B ... A on each workload (default: the one A's settings name) and
-    compares them; `rules` names a rule set (rules.py) and `max_kl` / `min_agreement` the
-    quality gate, whose outcomes per workload and phase decide the verdict.
-    `progress(i, n, run)` after each run. Ctrl-C raises Interrupted with the runs measured
-    so far."""
-    rule_list = ruleset(rules, max_kl, min_agreement)
-    label = ruleset_label(rules, rule_list)
-    names = list(workloads or [a.workload])
+def run_ab(a: Settings, b: Settings, spec: ABSpec, warmup: int = 1,
+           progress: Callable[[int, int, dict], None] | None = None) -> dict[str, Any]:
+    """Runs A B A B ... A (`spec.pairs` pairs of `spec.tokens` tokens) on each of
+    `spec.workloads` (default: the one A's settings name) and compares them; `spec.rules`
+    names a rule set (rules.py) and `spec.max_kl` / `spec.min_agreement` the quality gate,
+    whose outcomes per workload and phase decide the verdict. `progress(i, n, run)` after
+    each run. Ctrl-C raises Interrupted with the runs measured so far."""
+    pairs, tokens = spec.pairs, spec.tokens
+    rule_list = ruleset(spec.rules, spec.max_kl, spec.min_agreement)
+    label = ruleset_label(spec.rules, rule_list)
+    names = list(spec.workloads or [a.workload])
     arms = {w: (apply(a, {"workload": w}), apply(b, {"workload": w})) for w in names}
     per = len(schedule(pairs))
     measured: list[dict[str, Any]] = []

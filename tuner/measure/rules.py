@@ -23,6 +23,7 @@ from typing import Literal
 from tuner.engine.counters import PHASES
 from tuner.format import figure
 from tuner.measure.compare import compare
+from tuner.settings import SettingsError
 
 PASS, REJECT, NOT_APPLICABLE = "pass", "reject", "n/a"
 QUALITY_EVERY = 4  # tokens between the quality probe's samples where a gate needs them
@@ -129,11 +130,12 @@ def quality_gate(kl: float | None, agreement: float | None, max_kl: float | None
 
 
 def check_limits(max_kl: float | None, min_agreement: float | None) -> None:
-    """Raises ValueError naming a quality limit out of its range."""
+    """Raises SettingsError naming a quality limit out of its range."""
     if max_kl is not None and not max_kl >= 0:
-        raise ValueError(f"max_kl = {max_kl}: must be >= 0 (nats per token)")
+        raise SettingsError({"max_kl": f"max_kl = {max_kl}: must be >= 0 (nats per token)"})
     if min_agreement is not None and not 0 <= min_agreement <= 100:
-        raise ValueError(f"min_agreement = {min_agreement}: must be from 0 to 100 (%)")
+        raise SettingsError({"min_agreement": f"min_agreement = {min_agreement}: must be from "
+                                              "0 to 100 (%)"})
 
 
 class QualityGate(Rule):
@@ -172,7 +174,7 @@ def ruleset(name: str, max_kl: float | None = None, min_agreement: float | None 
             ) -> tuple[Rule, ...]:
     """The rules of set `name` ("" = none), and the quality gate where a limit is set."""
     if name and name not in RULESETS:
-        raise ValueError(f"rules {name!r}: allowed {', '.join(RULESETS)}")
+        raise SettingsError({"rules": f"rules {name!r}: allowed {', '.join(RULESETS)}"})
     gate = () if max_kl is None and min_agreement is None else (
         QualityGate(max_kl, min_agreement),)
     return RULESETS.get(name, ()) + gate

@@ -18,6 +18,7 @@ from typing import Any
 
 import optuna
 
+from tuner.errors import TunerError
 from tuner.knobs import KNOBS
 from tuner.presets import Preset, Store, user_dir
 from tuner.settings import Settings, apply, non_default, validate
@@ -28,7 +29,7 @@ BYTES = "bytes/token"
 RUNNING = optuna.trial.TrialState.RUNNING
 
 
-class TuneError(ValueError):
+class TuneError(TunerError, ValueError):
     """A study cannot be run or read as asked; the message says what to change."""
 
 

@@ -14,13 +14,15 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, TypeVar
 
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 
+from tuner.control.api import Backend
+from tuner.control.errors import BackendError
+from tuner.control.models import SessionState, TuneRequest
 from tuner.format import budgets_line
-from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
-from tuner.ui.backend import FAILED, Backend, BackendError, Failed, State
+from tuner.ui import DEFAULT_REFRESH_HZ, FAILED, MAX_REFRESH_HZ, Failed
 from tuner.ui.commands import BudgetCommands, KeyCommands, KnobCommands, PresetCommands
 from tuner.ui.history import History
 from tuner.ui.screens.base import SnapshotScreen
@@ -31,7 +33,7 @@ from tuner.ui.screens.layers import LayersScreen
 from tuner.ui.screens.overview import OverviewScreen
 from tuner.ui.screens.presets import PresetsScreen
 from tuner.ui.screens.tune import TuneScreen
-from tuner.ui.screens.tune_dialog import TuneDialog, TuneRequest
+from tuner.ui.screens.tune_dialog import TuneDialog
 
 T = TypeVar("T")
 
@@ -103,7 +105,7 @@ class TunerApp(App[int]):
         self.history = History()
         self.knob_specs: list[dict[str, Any]] = []
         # The settings the engine runs, from the newest snapshot or a change's answer.
-        self.state: State = {"version": 0, "settings": {}, "state": ""}
+        self.state = SessionState(version=0, settings={}, state="")
         self._painted: tuple | None = None
         self._log_handlers: list[logging.Handler] = []
         self.interrupted = False  # ended by SIGTERM: the command reports it as Ctrl-C
@@ -141,7 +143,10 @@ class TunerApp(App[int]):
     def repaint(self, force: bool = False) -> None:
         """Paints the visible screen with the newest snapshot (latest wins)."""
         # A screen is painted once it is mounted; a mode's screen is built on first use.
-        screen = self.screen if self.screen.is_mounted else None
+        try:
+            screen = self.screen if self.screen.is_mounted else None
+        except ScreenStackError:  # the app is closing: a last tick found no screen
+            return
         snap = self.backend.latest()
         if snap is None:
             if isinstance(screen, SnapshotScreen):
@@ -149,9 +154,9 @@ class TunerApp(App[int]):
             return
         self.snapshot = snap
         self.history.record(snap)
-        if snap["settings_version"] >= self.state["version"]:
-            self.state = {"version": snap["settings_version"], "settings": snap["settings"],
-                          "state": snap["state"]}
+        if snap["settings_version"] >= self.state.version:
+            self.state = SessionState(version=snap["settings_version"],
+                                      settings=snap["settings"], state=snap["state"])
         if not isinstance(screen, SnapshotScreen):
             return
         key = (screen, painted_as(snap, self.backend.link))
@@ -212,8 +217,8 @@ class TunerApp(App[int]):
         await self.push_screen(TuneDialog(), lambda answer: answer and self.run_worker(
             self._start_tune(answer), group="tune"))
 
-    async def _start_tune(self, answer: TuneRequest) -> None:
-        job = await self.attempt(self.backend.start_tune(*answer), "tune not started")
+    async def _start_tune(self, request: TuneRequest) -> None:
+        job = await self.attempt(self.backend.start_tune(request), "tune not started")
         if job is not FAILED:
             await self.push_screen(TuneScreen(job))
 
@@ -225,13 +230,13 @@ class TunerApp(App[int]):
         if state is FAILED:
             return
         self.state = state
-        self.notify(f"applied {name}: settings v{state['version']}", title="preset",
+        self.notify(f"applied {name}: settings v{state.version}", title="preset",
                     markup=False)
         self.repaint(force=True)
 
     def apply_budgets(self, weights: str) -> None:
-        self.run_worker(self._report(self.backend.window_budgets(weights), budgets_line,
-                                     "budgets"), group="apply")
+        self.run_worker(self._report(self.backend.window_budgets(weights, apply=True),
+                                     budgets_line, "budgets"), group="apply")
 
     async def set_knob(self, name: str, value: Any) -> None:
         await self.switch_mode("knobs")

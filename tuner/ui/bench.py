@@ -33,13 +33,13 @@ from typing import Any
 
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.control import Controller
+from tuner.control.controller import Controller
+from tuner.control.embedded import EmbeddedBackend
 from tuner.engine.session import Session
 from tuner.knobs import config_dict
 from tuner.settings import Settings, to_config, validate
 from tuner.ui import DEFAULT_REFRESH_HZ
 from tuner.ui.bench_client import SinkDriver, attach
-from tuner.ui.embedded import EmbeddedBackend
 from tuner.web.app import create_app as create_web_app
 from tuner.web.local import serve_in_thread
 

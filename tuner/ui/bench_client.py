@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable
 
 from textual.drivers.headless_driver import HeadlessDriver
 
+from tuner.control.api import Backend
+from tuner.control.remote import RemoteBackend
 from tuner.ui.app import TunerApp, create_app
-from tuner.ui.backend import Backend
-from tuner.ui.remote import RemoteBackend
 
 
 class SinkDriver(HeadlessDriver):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from tuner.ui.backend import BackendError
+from tuner.control.errors import BackendError
 
 if TYPE_CHECKING:
     from tuner.ui.app import TunerApp
@@ -56,7 +56,7 @@ class KeyCommands(_Commands):
 
 class KnobCommands(_Commands):
     def commands(self) -> Iterator[Command]:
-        app, settings = self.app, self.app.state["settings"]
+        app, settings = self.app, self.app.state.settings
         for spec in app.knob_specs:
             name, now = spec["name"], settings.get(spec["name"])
             if spec["kind"] == "flag":

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from tuner import __version__
-from tuner.control import GIL_SWITCH_S, Controller
+from tuner.control.controller import GIL_SWITCH_S, Controller
 from tuner.web import errors
 from tuner.web.gate import Gate
 from tuner.web.hub import Hub

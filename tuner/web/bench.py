@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from fastapi import FastAPI
 
 from tuner.bench.sections import Options
-from tuner.control import Controller
+from tuner.control.controller import Controller
 from tuner.engine.session import Session
 from tuner.knobs import Config, config_dict
 from tuner.settings import validate

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException
 from starlette.requests import HTTPConnection
 
-from tuner.control import Controller
+from tuner.control.controller import Controller
 from tuner.presets import PresetError, Store, check_name
 from tuner.web.hub import Hub
 from tuner.web.steering import Steering

@@ -34,6 +34,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from tuner.errors import TunerError
+
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -49,7 +51,10 @@ def who(scope: Scope) -> str:
     return f"{client[0]}:{client[1]} on {scope['path']}" if client else scope["path"]
 
 
-class Refused(Exception):
+class Refused(TunerError):
+    """A request the gate turns away: `status` and the one-line `message` it is answered
+    with."""
+
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status, self.message, self.headers = status, message, headers

@@ -1,24 +1,14 @@
-"""Shapes of request and response bodies, for validation and the OpenAPI schema."""
+"""Shapes of the answers only the web serves (the curve, presets, errors) and of the
+documented errors, for the OpenAPI schema; requests and states are tuner.control.models."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from tuner.settings import Settings
-from tuner.traces.budgets import WEIGHTS
 from tuner.web.limits import MAX_BODY
-
-
-class SettingsState(BaseModel):
-    version: int = Field(description="settings version the engine runs now")
-    settings: dict[str, Any] = Field(description="every knob by name")
-    state: str = Field(description="running, paused or error")
-
-
-class SessionState(BaseModel):
-    state: str
 
 
 class NextSize(BaseModel):
@@ -64,21 +54,6 @@ class ProblemsError(BaseModel):
 
 class MessageError(BaseModel):
     detail: str
-
-
-class SaveRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    description: str | None = Field(None, max_length=1000, description="none: a new "
-                                    "preset gets none, a replaced one keeps its own")
-    overwrite: bool = Field(False, description="replace a user preset of that name (shipped "
-                            "presets are never replaced)")
-
-
-class BudgetsRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    weights: Literal[WEIGHTS] = Field("hits", description="hits: most hits; stall: "
-                                              "most stall saved, at the window's stall per miss")
-    apply: bool = Field(False, description="run the quotas (arena_split = layers)")
 
 
 class DiffRow(BaseModel):
@@ -140,3 +115,5 @@ UNWRITABLE = {
     403: {"model": MessageError, "description": "the presets folder takes no writes"},
     507: {"model": MessageError, "description": "the presets folder is full"},
 }
+BUSY = {409: {"model": MessageError, "description": "an A/B or a tune is running"}}
+NONE_YET = {404: {"model": MessageError, "description": "none has been started yet"}}

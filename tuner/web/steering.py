@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from tuner.control import ApplyTimeout
+from tuner.control.errors import ApplyTimeout
 
 T = TypeVar("T")
 

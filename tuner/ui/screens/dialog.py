@@ -1,18 +1,23 @@
 """What the modal dialogs share: escape or Cancel closes with None, the primary button
-submits through `_done`; and `Confirm`, a yes-or-cancel question."""
+submits through `_done`; `FormDialog`, a request model's fields as a form; and `Confirm`,
+a yes-or-cancel question."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
+from pydantic import BaseModel
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
+from tuner.control.models import field_order, parse
+from tuner.settings import SettingsError
+
 R = TypeVar("R")
+M = TypeVar("M", bound=BaseModel)
 
 
 class Dialog(ModalScreen[R]):
@@ -33,24 +38,39 @@ class Dialog(ModalScreen[R]):
         raise NotImplementedError
 
 
-# key, label, initial value, input type ("text", "integer" or "number")
-Field = tuple[str, str, str, str]
+def _input_type(annotation: Any) -> str:
+    """What an Input accepts for a field of this type: a number field takes only one."""
+    types = getattr(annotation, "__args__", (annotation,))
+    return "integer" if int in types else "number" if float in types else "text"
 
 
-class FormDialog(Dialog[R]):
-    """Labelled inputs, then Start and Cancel; enter in a field submits too. Inputs are
-    named `<prefix>-<key>`; keys in `optional` may stay empty."""
+def _text(value: Any) -> str:
+    return "" if value in (None, "", []) else str(value)
+
+
+class FormDialog(Dialog[M | None], Generic[M]):
+    """The fields of `model` (tuner.control.models), labelled by their titles, then Start
+    and Cancel; enter in a field submits too. Inputs are named `<prefix>-<field>`. The text
+    is read by the model, which says what a field allows; the dialog closes with the
+    request only once the model accepts it."""
 
     prefix: ClassVar[str]
-    optional: ClassVar[frozenset[str]] = frozenset()
+    model: type[M]
 
-    def form(self, fields: Iterable[Field]) -> ComposeResult:
+    def __init__(self, **initial: Any):
+        super().__init__()
+        self.initial = initial  # a field's first text, where not its default
+
+    def form(self) -> ComposeResult:
         # A label beside each field: a placeholder is gone once there is a value.
-        for key, label, value, kind in fields:
+        for name in field_order(self.model):
+            field = self.model.model_fields[name]
+            label = field.title or name
             with Horizontal(classes="dialog-field"):
                 yield Label(label)
-                yield Input(value, placeholder=label, type=kind, compact=True,
-                            id=f"{self.prefix}-{key}")
+                yield Input(_text(self.initial.get(name, field.default)), placeholder=label,
+                            type=_input_type(field.annotation), compact=True,
+                            id=f"{self.prefix}-{name}")
         with Horizontal(classes="dialog-buttons"):
             yield Button("Start", variant="primary", id="start")
             yield Button("Cancel", id="cancel")
@@ -58,26 +78,17 @@ class FormDialog(Dialog[R]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self._done()
 
-    def values(self) -> dict[str, str] | None:
-        """Each field's text by key; None, with the first missing field focused and
-        named, when a required one is empty or an integer is not one. Ranges and names
-        are checked where the request goes, whose messages say what is allowed."""
-        out = {}
-        for field in self.query(Input):
-            key, value = field.id.removeprefix(f"{self.prefix}-"), field.value.strip()
-            if (not value and key not in self.optional) or (
-                    value and field.type == "integer" and not value.lstrip("-").isdigit()):
-                field.focus()
-                self.notify(f"{field.placeholder}: a value is needed", severity="warning",
-                            markup=False)
-                return None
-            out[key] = value
-        return out
-
-
-def number(text: str) -> float | None:
-    """An optional number field: empty is None."""
-    return float(text) if text else None
+    def _done(self) -> None:
+        texts = {str(field.id).removeprefix(f"{self.prefix}-"): field.value
+                 for field in self.query(Input)}
+        try:
+            request = parse(self.model, texts)
+        except SettingsError as err:
+            first = next(iter(err.problems)).split(".")[0]
+            self.query_one(f"#{self.prefix}-{first}", Input).focus()
+            self.notify(str(err), severity="warning", markup=False)
+            return
+        self.dismiss(request)
 
 
 class Confirm(Dialog[bool]):

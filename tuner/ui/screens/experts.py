@@ -14,10 +14,11 @@ from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.markup import escape
 
+from tuner.control.errors import BackendError
 from tuner.format import figure
-from tuner.ui.backend import BackendError
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.heat_map import METRICS, HeatMap
 from tuner.ui.widgets.readout import Readout
@@ -122,7 +123,8 @@ class ExpertsScreen(SnapshotScreen):
         reported = None
         while True:
             try:
-                data = await self.app.backend.experts(self.windowed)
+                data = await self.app.backend.experts(
+                    "window" if self.windowed else "cumulative")
                 curve = await self.app.backend.curve()
             except BackendError as err:
                 if str(err) != reported:  # once, not at every poll of a lost server
@@ -130,9 +132,12 @@ class ExpertsScreen(SnapshotScreen):
                     self.notify(reported, title="experts", severity="error", markup=False)
             else:
                 self.data = data
-                self.query_one(HeatMap).show(data, self.metric)
-                self.query_one("#curve-text", Readout).show_text(curve_text(curve))
-                self._caption()
+                try:
+                    self.query_one(HeatMap).show(data, self.metric)
+                    self.query_one("#curve-text", Readout).show_text(curve_text(curve))
+                    self._caption()
+                except NoMatches:  # the app is closing and took the screen's widgets away
+                    return
             await asyncio.sleep(1 / self.app.refresh_hz)
 
     def _caption(self) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from textual.screen import Screen
 
-from tuner.ui.backend import BackendError
+from tuner.control.errors import BackendError
 
 
 async def follow_job(screen: Screen, fetch: Callable[[], Awaitable[dict[str, Any] | None]],

@@ -20,8 +20,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Input, Label, Static
 
+from tuner.control.errors import BackendError, Rejected
 from tuner.settings import SettingsError, from_texts
-from tuner.ui.backend import BackendError, Rejected
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.knob_field import KnobField, as_text
 
@@ -40,8 +40,8 @@ class KnobsScreen(SnapshotScreen):
         self.left: KnobField | None = None  # the field enter or escape left, for tab
 
     def compose_body(self) -> ComposeResult:
-        settings = self.app.state["settings"]
-        self.shown_version = self.app.state["version"]
+        settings = self.app.state.settings
+        self.shown_version = self.app.state.version
         yield Static(id="form-problem", markup=False)
         with VerticalScroll(id="knob-form"):
             group = None
@@ -105,7 +105,7 @@ class KnobsScreen(SnapshotScreen):
             self._edit(field, event.value)
 
     def _edit(self, field: KnobField, value: Any) -> None:
-        current = self.app.state["settings"].get(field.knob)
+        current = self.app.state.settings.get(field.knob)
         if value == current or value == as_text(current):
             field.show_problem(None)
             return
@@ -115,7 +115,7 @@ class KnobsScreen(SnapshotScreen):
         focused = self.app.focused
         if isinstance(focused, Input) and isinstance(focused.parent, KnobField):
             field = focused.parent
-            field.set_value(self.app.state["settings"].get(field.knob))
+            field.set_value(self.app.state.settings.get(field.knob))
             self._leave(field)
 
     def submit(self, changes: Mapping[str, Any]) -> None:
@@ -138,9 +138,9 @@ class KnobsScreen(SnapshotScreen):
         for knob in changes:
             if knob in fields:
                 fields[knob].show_problem(None)
-        self.sync(state["settings"], state["version"])
-        what = ", ".join(f"{k} = {state['settings'].get(k)!r}" for k in changes)
-        self.notify(f"settings v{state['version']}: {what}", title="applied", markup=False)
+        self.sync(state.settings, state.version)
+        what = ", ".join(f"{k} = {state.settings.get(k)!r}" for k in changes)
+        self.notify(f"settings v{state.version}: {what}", title="applied", markup=False)
 
     def _form_problem(self, text: str) -> None:
         """A problem of several knobs together (such as io_urgent < io_workers)."""
@@ -151,7 +151,7 @@ class KnobsScreen(SnapshotScreen):
     def _reject(self, changes: Mapping[str, Any], problems: Mapping[str, str]) -> None:
         """Shows each problem at its field (or above the form when it concerns several
         knobs) and puts the fields back to the values the engine still runs."""
-        fields, settings = self.fields(), self.app.state["settings"]
+        fields, settings = self.fields(), self.app.state.settings
         for knob in changes:
             if knob in fields:
                 fields[knob].show_problem(problems.get(knob))

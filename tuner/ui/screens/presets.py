@@ -10,10 +10,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
+from tuner.control.errors import Conflict
+from tuner.control.models import ABRequest
 from tuner.format import knob_text
-from tuner.ui.backend import FAILED, Conflict
+from tuner.ui import FAILED
 from tuner.ui.screens.ab import ABScreen
-from tuner.ui.screens.ab_dialog import ABDialog, ABRequest
+from tuner.ui.screens.ab_dialog import ABDialog
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.screens.dialog import Confirm
 from tuner.ui.screens.save_preset import SavePresetScreen
@@ -96,7 +98,7 @@ class PresetsScreen(SnapshotScreen):
             self.run_worker(partial(self.diff, self.diffed[0]), group="diff", exclusive=True)
 
     async def diff(self, name: str) -> None:
-        version = self.app.state["version"]
+        version = self.app.state.version
         rows = await self.app.attempt(self.app.backend.diff_preset(name), "diff")
         if rows is FAILED:
             return
@@ -144,15 +146,12 @@ class PresetsScreen(SnapshotScreen):
     def action_ab(self) -> None:
         self.app.push_screen(ABDialog(b=self.selected or ""), self._ab)
 
-    def _ab(self, answer: ABRequest | None) -> None:
-        if answer:
-            self.run_worker(self.start_ab(*answer), group="ab")
+    def _ab(self, request: ABRequest | None) -> None:
+        if request:
+            self.run_worker(self.start_ab(request), group="ab")
 
-    async def start_ab(self, a: str, b: str, pairs: int, tokens: int, workloads: list[str],
-                       rules: str, max_kl: float | None, min_agreement: float | None) -> None:
-        job = await self.app.attempt(
-            self.app.backend.start_ab(a, b, pairs, tokens, workloads, rules, max_kl,
-                                      min_agreement), "A/B not started")
+    async def start_ab(self, request: ABRequest) -> None:
+        job = await self.app.attempt(self.app.backend.start_ab(request), "A/B not started")
         if job is FAILED:
             return
         await self.app.push_screen(ABScreen(job))

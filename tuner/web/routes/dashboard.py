@@ -10,22 +10,32 @@ from urllib.parse import parse_qsl, urlencode
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, WebSocket
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel
 
-from tuner.ab_job import BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS, PAIRS, TOKENS
-from tuner.control import ApplyTimeout, Controller
+from tuner.control.controller import Controller
+from tuner.control.errors import ApplyTimeout
+from tuner.control.models import (
+    AB_PAIRS,
+    BASELINE,
+    RUN_TOKENS,
+    TUNE_TRIALS,
+    ABRequest,
+    BudgetsRequest,
+    TuneRequest,
+    parse,
+)
 from tuner.engine.counters import HEADLINES
 from tuner.engine.workload import NAMES as WORKLOADS
+from tuner.errors import TunerError
 from tuner.format import COLUMN_SETS, budgets_line, knob_text
 from tuner.knobs import BY_NAME, GROUPS, KNOBS
 from tuner.measure.report import repeated_figure
 from tuner.measure.rules import RULESETS
 from tuner.presets import PresetError, PresetExists
 from tuner.settings import SettingsError, from_texts
-from tuner.tune.worker import DEFAULT_OBJECTIVE, SENTINEL_EVERY
-from tuner.tune_job import DEFAULT_TOKENS as DEFAULT_TUNE_TOKENS
-from tuner.tune_job import DEFAULT_TRIALS, TRIALS, TuneBusy
+from tuner.tune.worker import SENTINEL_EVERY
 from tuner.web.connection import serve_client
-from tuner.web.deps import ControllerDep, HubDep, PresetName, SteeringDep, preset_name
+from tuner.web.deps import ControllerDep, HubDep, PresetName, SteeringDep
 from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox
 from tuner.web.page import DEFAULT_COLUMNS, HEAT_LEVELS, PageView
 from tuner.web.routes.presets import known
@@ -57,7 +67,7 @@ def page(request: Request, controller: ControllerDep) -> HTMLResponse:
     state = controller.state()
     # The page is rendered with this settings version: the stream sends the knob panel
     # again only when the version moves on, so a field being edited is not replaced.
-    ws_query = {"rate": DEFAULT_RATE, "version": state["version"],
+    ws_query = {"rate": DEFAULT_RATE, "version": state.version,
                 **({"token": token} if token else {})}
     return templates.TemplateResponse(request, "page.html", {
         "base": base,
@@ -65,23 +75,29 @@ def page(request: Request, controller: ControllerDep) -> HTMLResponse:
         "token": token,
         "ws_url": f"{base}/ui/ws?{urlencode(ws_query)}",
         "groups": GROUPED,
-        "settings": state["settings"],
+        "settings": state.settings,
         "preset_list": controller.store.list(),
         "ab_job": controller.ab.job,
-        "ab_form": (PAIRS, TOKENS, BASELINE, DEFAULT_PAIRS, DEFAULT_TOKENS, WORKLOADS,
-                    tuple(RULESETS)),
+        "ab_form": (AB_PAIRS, RUN_TOKENS, BASELINE, _default(ABRequest, "pairs"),
+                    _default(ABRequest, "tokens"), WORKLOADS, tuple(RULESETS)),
         "headlines": HEADLINES,
         "column_sets": COLUMN_SETS,
         "column_set": DEFAULT_COLUMNS,
-        "tune_job": controller.tune.job,
-        "tune_form": (_scatter(controller.tune.job), TRIALS, TOKENS, DEFAULT_TRIALS,
-                      DEFAULT_TUNE_TOKENS, SENTINEL_EVERY),
+        "tune_job": controller.tune_status(),
+        "tune_form": (_scatter(controller), TUNE_TRIALS, RUN_TOKENS,
+                      _default(TuneRequest, "trials"), _default(TuneRequest, "tokens"),
+                      SENTINEL_EVERY),
         "levels": HEAT_LEVELS,
     })
 
 
+def _default(model: type[BaseModel], field: str) -> Any:
+    return model.model_fields[field].default
+
+
 async def form(request: Request) -> dict[str, str]:
-    """htmx posts forms urlencoded; parsed here rather than pulling in a multipart parser."""
+    """htmx posts forms urlencoded: decoded here rather than pulling in a multipart parser;
+    the fields are read by the request models."""
     return dict(parse_qsl((await request.body()).decode(errors="replace")))
 
 
@@ -100,7 +116,7 @@ async def change_knob(name: str, values: FormDep, request: Request, controller: 
     try:
         await steering.run(controller.change, from_texts({name: values.get("value", "")}))
     except SettingsError as err:
-        message = err.problems.get(name) or "; ".join(err.problems.values())
+        message = err.problems.get(name) or str(err)
         return _html(field(knob, getattr(controller.settings, name), message))
     except ApplyTimeout as err:
         return _html(field(knob, getattr(controller.settings, name), str(err)))
@@ -118,10 +134,11 @@ def _presets_panel(request: Request, controller: Controller, message: str,
 async def apply_preset(name: PresetName, request: Request, controller: ControllerDep,
                        steering: SteeringDep) -> HTMLResponse:
     try:
-        version = await steering.run(controller.apply_preset, name)
-    except (PresetError, SettingsError, ApplyTimeout) as err:
+        state = await steering.run(controller.apply_preset, name)
+    except TunerError as err:
         return _presets_panel(request, controller, str(err), error=True)
-    return _presets_panel(request, controller, f"applied {name}: settings version {version}")
+    return _presets_panel(request, controller, f"applied {name}: settings version "
+                          f"{state.version}")
 
 
 @router.post("/ui/presets", response_class=HTMLResponse)
@@ -132,14 +149,15 @@ def save_preset(values: FormDep, request: Request, controller: ControllerDep) ->
     name, description = values.get("name", ""), values.get("description", "")
     try:
         preset = controller.save_preset(name, description or None,
-                                        overwrite=values.get("overwrite") == "1")
+                                        values.get("overwrite") == "1")
     except PresetExists:
         return _presets_panel(request, controller, f"a user preset named {name} exists: "
                               "replace it with the current settings, or save under another "
                               "name", error=True, confirm=(name, description))
     except PresetError as err:
         return _presets_panel(request, controller, str(err), error=True)
-    return _presets_panel(request, controller, f"saved the current settings as {preset.name}")
+    return _presets_panel(request, controller,
+                          f"saved the current settings as {preset['name']}")
 
 
 @router.post("/ui/budgets", response_class=HTMLResponse)
@@ -148,11 +166,9 @@ async def apply_budgets(values: FormDep, controller: ControllerDep,
     """Per-layer quotas from the window, applied; answers what was applied and the window
     replayed with and without them, or why nothing was."""
     try:
-        out = await steering.run(controller.window_budgets, values.get("weights", "hits"),
-                                 True)
-    except SettingsError as err:
-        return _html(f'<span class="error">{escape("; ".join(err.problems.values()))}</span>')
-    except ApplyTimeout as err:
+        asked = parse(BudgetsRequest, {**values, "apply": True})
+        out = await steering.run(controller.window_budgets, asked.weights, asked.apply)
+    except TunerError as err:
         return _html(f'<span class="error">{escape(str(err))}</span>')
     return _html(escape(budgets_line(out)))
 
@@ -160,8 +176,8 @@ async def apply_budgets(values: FormDep, controller: ControllerDep,
 @router.get("/ui/presets/{name}/diff", response_class=HTMLResponse)
 def diff_preset(name: PresetName, request: Request, controller: ControllerDep) -> HTMLResponse:
     try:
-        rows = controller.diff(name)
-    except (PresetError, SettingsError) as err:
+        rows = controller.diff_preset(name, None)
+    except TunerError as err:
         return _html(f'<p class="error">{escape(str(err))}</p>')
     return _html(_macros("presets.html", request).diff(name, rows))
 
@@ -172,38 +188,18 @@ def _ab_status(request: Request, controller: Controller, message: str | None = N
     return _html(status(controller.ab.job, message, error))
 
 
-def _count(values: dict[str, str], name: str) -> int:
-    """A form field as an integer; the A/B runner checks its range."""
-    try:
-        return int(values.get(name, ""))
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number") from None
-
-
-def _limit(values: dict[str, str], name: str) -> float | None:
-    """An optional quality limit of the form; empty: not checked."""
-    text = values.get(name, "").strip()
-    try:
-        return float(text) if text else None
-    except ValueError:
-        raise ValueError(f"{name} must be a number or empty") from None
-
-
 @router.post("/ui/ab", response_class=HTMLResponse)
 def start_ab(values: FormDep, request: Request, controller: ControllerDep) -> HTMLResponse:
     """Starts an A/B of two presets; a rejection comes back as a message above the status
     of the latest A/B, and starts nothing."""
     try:
-        a, b = (known(controller.store, preset_name(values.get(arm, ""))).name
-                for arm in ("a", "b"))
-        pairs, tokens = _count(values, "pairs"), _count(values, "tokens")
-        workloads = [w.strip() for w in values.get("workloads", "").split(",") if w.strip()]
-        controller.ab.start(a, b, pairs, tokens, workloads, values.get("rules", ""),
-                            _limit(values, "max_kl"), _limit(values, "min_agreement"))
-    except HTTPException as err:  # from the preset name checks of the API
+        ab = parse(ABRequest, values)
+        for name in (ab.a, ab.b):
+            known(controller.store, name)
+        controller.start_ab(ab)
+    except HTTPException as err:  # a preset that is not there, as the API says it
         return _ab_status(request, controller, err.detail, error=True)
-    except (PresetError, ValueError) as err:  # a broken preset or workload, bad counts or
-        # rules, one running
+    except TunerError as err:  # a bad field or a broken preset; a job running
         return _ab_status(request, controller, str(err), error=True)
     return _ab_status(request, controller)
 
@@ -217,10 +213,11 @@ def ab_status(request: Request, controller: ControllerDep) -> HTMLResponse:
 def _tune_status(request: Request, controller: Controller, message: str | None = None,
                  error: bool = False) -> HTMLResponse:
     status = _macros("tune.html", request).status
-    return _html(status(controller.tune.job, _scatter(controller.tune.job), message, error))
+    return _html(status(controller.tune_status(), _scatter(controller), message, error))
 
 
-def _scatter(job) -> str:
+def _scatter(controller: Controller) -> str:
+    job = controller.tune.job
     return pareto_svg(job.rows, job.front) if job else ""
 
 
@@ -229,11 +226,8 @@ def start_tune(values: FormDep, request: Request, controller: ControllerDep) -> 
     """Starts a tune from the live settings; a rejection comes back as a message above the
     status of the latest tune, and starts nothing."""
     try:
-        controller.tune.start(_count(values, "trials"), _count(values, "tokens"),
-                              values.get("objective", DEFAULT_OBJECTIVE),
-                              values.get("space", ""), values.get("fix", ""),
-                              _limit(values, "max_kl"), _limit(values, "min_agreement"))
-    except (ValueError, TuneBusy) as err:  # bad counts, space, fix or limits; one running
+        controller.start_tune(parse(TuneRequest, values))
+    except TunerError as err:  # a bad field, space or fix; a job running
         return _tune_status(request, controller, str(err), error=True)
     return _tune_status(request, controller)
 
@@ -246,7 +240,7 @@ def tune_status(request: Request, controller: ControllerDep) -> HTMLResponse:
 
 @router.post("/ui/tune/stop", response_class=HTMLResponse)
 def stop_tune(request: Request, controller: ControllerDep) -> HTMLResponse:
-    controller.tune.stop()
+    controller.stop_tune()
     return _tune_status(request, controller)
 
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from tuner.presets import Preset
+from tuner.control.models import SaveRequest, SessionState
+from tuner.presets import Preset, Store
 from tuner.web.deps import ControllerDep, PresetName, SteeringDep, StoreDep, preset_name
 from tuner.web.schemas import (
     BAD_JSON,
@@ -19,14 +20,12 @@ from tuner.web.schemas import (
     PresetBody,
     PresetInfo,
     ProblemsError,
-    SaveRequest,
-    SettingsState,
 )
 
 router = APIRouter(prefix="/api/presets", tags=["presets"])
 
 
-def known(store, name: str) -> Preset:
+def known(store: Store, name: str) -> Preset:
     """The preset, or 404 naming the known ones."""
     if name not in store.names():
         raise HTTPException(404, f"no preset named {name!r}; known: {', '.join(store.names())}")
@@ -34,9 +33,9 @@ def known(store, name: str) -> Preset:
 
 
 @router.get("", response_model=list[PresetInfo])
-def list_presets(store: StoreDep) -> list[dict[str, Any]]:
+def list_presets(controller: ControllerDep) -> list[dict[str, Any]]:
     """Every preset; a broken file is listed with its error instead of failing the list."""
-    return store.list()
+    return controller.presets()
 
 
 @router.get("/{name}", response_model=PresetBody, responses=BAD_PRESET)
@@ -52,19 +51,18 @@ def show(name: PresetName, store: StoreDep) -> dict[str, Any]:
 def save(name: PresetName, body: SaveRequest, controller: ControllerDep) -> dict[str, Any]:
     """Saves the current settings (only the knobs that differ from the defaults). A user
     preset of that name is replaced only with `overwrite`; a shipped name is refused."""
-    return controller.save_preset(name, body.description, overwrite=body.overwrite).as_dict()
+    return controller.save_preset(name, body.description, body.overwrite)
 
 
-@router.post("/{name}/apply", response_model=SettingsState,
+@router.post("/{name}/apply", response_model=SessionState,
              responses={**BAD_PRESET, **NOT_APPLIED,
                         422: {"model": MessageError | ProblemsError}})
 async def apply(name: PresetName, controller: ControllerDep,
-                steering: SteeringDep) -> dict[str, Any]:
+                steering: SteeringDep) -> SessionState:
     """The preset's knobs on top of the defaults (the session knobs stay unless it sets
     them), applied at the next token boundary."""
     known(controller.store, name)
-    await steering.run(controller.apply_preset, name)
-    return controller.state()
+    return await steering.run(controller.apply_preset, name)
 
 
 @router.delete("/{name}", status_code=204, responses={
@@ -83,5 +81,4 @@ def diff(name: PresetName, controller: ControllerDep,
     known(controller.store, name)
     if against is not None:
         known(controller.store, preset_name(against))
-    return controller.diff(name, against)
-
+    return controller.diff_preset(name, against)

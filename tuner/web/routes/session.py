@@ -7,9 +7,10 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Response
 
+from tuner.control.models import RunState
 from tuner.engine.snapshot import Experts, Snapshot
 from tuner.web.deps import ControllerDep
-from tuner.web.schemas import Curve, SessionState
+from tuner.web.schemas import Curve
 
 router = APIRouter(prefix="/api", tags=["session"])
 
@@ -26,7 +27,7 @@ def experts(controller: ControllerDep,
     """Per layer and expert: routings and sync misses over the sliding window or the whole
     run, and which experts are resident (taken at a token boundary, `resident_at_token`;
     null until the decode thread has taken the first map, a moment after the first ask)."""
-    return controller.session.experts(view == "window")
+    return controller.experts(view)
 
 
 @router.get("/curve", response_model=Curve, responses={
@@ -35,18 +36,14 @@ def curve(controller: ControllerDep) -> Any:
     """Hit rate over arena sizes for the window's own routing, replayed under LRU, 2Q and
     Belady's bound, with the current arena, the live hit rate, the gap to the bound and
     what the next size up buys. Recomputed in the background once the session moved on."""
-    latest = controller.curve.latest()
+    latest = controller.curve()
     return Response(status_code=204) if latest is None else latest
 
 
-@router.post("/session/{action}", response_model=SessionState)
+@router.post("/session/{action}", response_model=RunState)
 def control(controller: ControllerDep,
-            action: Literal["pause", "resume", "reset"]) -> dict[str, str]:
+            action: Literal["pause", "resume", "reset"]) -> RunState:
     """pause / resume decoding, or reset the counters at the next token boundary (answered
     once that boundary passed, or after the apply timeout with the reset still pending)."""
-    session = controller.session
-    if action == "reset":
-        session.reset_counters(wait=controller.apply_timeout)
-    else:
-        {"pause": session.pause, "resume": session.resume}[action]()
-    return {"state": session.state}
+    return {"pause": controller.pause, "resume": controller.resume,
+            "reset": controller.reset}[action]()

@@ -6,45 +6,34 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
-from tuner.knobs import KNOBS
-from tuner.settings import SettingsError
+from tuner.control.models import BudgetsRequest, SessionState, SettingsPatch
 from tuner.web.deps import ControllerDep, SteeringDep
-from tuner.web.schemas import (
-    BAD_SETTINGS,
-    NOT_APPLIED,
-    BudgetsRequest,
-    SettingsState,
-    settings_patch_schema,
-)
+from tuner.web.schemas import BAD_SETTINGS, NOT_APPLIED, settings_patch_schema
 
 router = APIRouter(prefix="/api", tags=["settings"])
 
 
 @router.get("/knobs")
-def knobs() -> list[dict[str, Any]]:
+def knobs(controller: ControllerDep) -> list[dict[str, Any]]:
     """Every knob: name, env alias, type, default, range, unit, group, live or restart, help."""
-    return [k.as_dict() for k in KNOBS]
+    return controller.knobs()
 
 
-@router.get("/settings", response_model=SettingsState)
-def current(controller: ControllerDep) -> dict[str, Any]:
+@router.get("/settings", response_model=SessionState)
+def current(controller: ControllerDep) -> SessionState:
     return controller.state()
 
 
-@router.patch("/settings", response_model=SettingsState,
+@router.patch("/settings", response_model=SessionState,
               responses={**BAD_SETTINGS, **NOT_APPLIED},
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": settings_patch_schema()}}}})
 async def change(controller: ControllerDep, steering: SteeringDep,
-                 changes: Annotated[Any, Body()]) -> dict[str, Any]:
+                 body: Annotated[Any, Body()]) -> SessionState:
     """Changes some knobs. The whole result is validated first: on any bad value nothing is
     applied and the 422 names every bad knob, its value and the allowed range. Answered
     once the engine applied the change at a token boundary (or refused it: 422)."""
-    if not isinstance(changes, dict):
-        raise SettingsError({"settings": "the body must be a JSON object of knob: value, "
-                                         f"got {type(changes).__name__}"})
-    await steering.run(controller.change, changes)
-    return controller.state()
+    return await steering.run(controller.change, SettingsPatch.of(body).root)
 
 
 @router.post("/budgets", responses={**BAD_SETTINGS, **NOT_APPLIED})

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, WebSocket
+from pydantic import ValidationError
 
-from tuner.control import ApplyTimeout, Controller
+from tuner.control.controller import Controller
+from tuner.control.errors import ApplyTimeout
+from tuner.control.models import SettingsMessage
 from tuner.settings import SettingsError
 from tuner.web.connection import request_error, serve_client
 from tuner.web.deps import ControllerDep, HubDep, SteeringDep
@@ -35,13 +38,14 @@ async def settings_request(controller: Controller, steering: Steering,
                            message: Any) -> dict[str, Any]:
     """`{"type": "ack", "id", "version"}` or `{"type": "error", "id", "problems"}`."""
     request_id = message.get("id") if isinstance(message, dict) else None
-    if (not isinstance(message, dict) or message.get("type") != "settings"
-            or not isinstance(message.get("changes"), dict)):
+    try:
+        request = SettingsMessage.model_validate(message)
+    except ValidationError:
         return request_error(request_id, f"expected {SETTINGS_REQUEST}")
     try:
-        version = await steering.run(controller.change, message["changes"])
+        state = await steering.run(controller.change, request.changes.root)
     except SettingsError as err:
         return {"type": "error", "id": request_id, "problems": err.problems}
     except ApplyTimeout as err:
         return request_error(request_id, str(err))
-    return {"type": "ack", "id": request_id, "version": version}
+    return {"type": "ack", "id": request_id, "version": state.version}

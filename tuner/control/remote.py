@@ -1,4 +1,4 @@
-"""The UI's backend for a `tuner serve` elsewhere: its REST API and its snapshot websocket.
+"""The backend of a `tuner serve` elsewhere: its REST API and its snapshot websocket.
 
 Both clients run on the app's event loop. The websocket is read as fast as frames come
 and only the newest frame is kept; it is parsed when the UI asks for it, so a server
@@ -8,6 +8,7 @@ sending 10 snapshots a second costs one parse per repaint, not ten.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Mapping
@@ -15,16 +16,19 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from pydantic import BaseModel, TypeAdapter
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
-from tuner.ui import DEFAULT_REFRESH_HZ
-from tuner.ui.backend import Backend, BackendError, Conflict, Rejected, State
+from tuner.control.api import Backend, Operation
+from tuner.control.errors import BackendError, backend_error
+from tuner.engine.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
 MAX_FRAME = 64 * 1024 * 1024  # a 500-layer snapshot is a few MiB; the client default is 1 MiB
 RETRY_DELAYS = (0.5, 1.0, 2.0, 5.0)  # seconds between reconnects; the last one repeats
+DEFAULT_RATE = 2.0  # snapshots a second asked of the server (the terminal UI's repaint rate)
 
 
 def base_url(url: str) -> str:
@@ -52,7 +56,7 @@ def _detail(response: httpx.Response) -> Any:
 
 
 class RemoteBackend(Backend):
-    def __init__(self, url: str, token: str | None = None, rate: float = DEFAULT_REFRESH_HZ,
+    def __init__(self, url: str, token: str | None = None, rate: float = DEFAULT_RATE,
                  timeout: float = 60.0):
         self.where = base_url(url)
         self.rate = rate
@@ -62,7 +66,7 @@ class RemoteBackend(Backend):
         self._link = "connecting"
         self._frame: str | bytes | None = None  # newest websocket frame, not parsed yet
         self._parsed: str | bytes | None = None
-        self._snapshot: dict[str, Any] | None = None
+        self._snapshot: Snapshot | None = None
 
     @property
     def link(self) -> str:
@@ -99,7 +103,7 @@ class RemoteBackend(Backend):
             await asyncio.sleep(RETRY_DELAYS[min(attempt, len(RETRY_DELAYS) - 1)])
             attempt += 1
 
-    def latest(self) -> dict[str, Any] | None:
+    def latest(self) -> Snapshot | None:
         frame = self._frame
         if frame is not None and frame is not self._parsed:
             self._parsed = frame
@@ -113,89 +117,50 @@ class RemoteBackend(Backend):
         return self._snapshot
 
     # -- REST --------------------------------------------------------------------------
-    async def _request(self, method: str, path: str, absent: bool = False,
+    async def call(self, operation: Operation, arguments: dict[str, Any]) -> Any:
+        route = operation.route
+        path = route.path.format(**{name: quote(str(arguments.pop(name)), safe="")
+                                    for name in route.path_names})
+        query = {name: value for name in route.query
+                 if (value := arguments.pop(name)) is not None}
+        answer = await self._request(route.method, path, route.none_when, params=query,
+                                     json=_body(arguments))
+        return _reader(operation).validate_python(answer)
+
+    async def _request(self, method: str, path: str, none_when: int | None,
                        **kwargs: Any) -> Any:
-        """The answer's JSON; with `absent`, None for a 404 (nothing there yet)."""
+        """The answer's JSON; None for a `none_when` answer (nothing there yet)."""
         if self._http is None:
             raise BackendError("the remote backend is not open")
         try:
             response = await self._http.request(method, path, **kwargs)
         except httpx.HTTPError as err:
             raise BackendError(f"{self.where}{path}: {err or type(err).__name__}") from None
-        if absent and response.status_code == 404:
+        if response.status_code == none_when:
             return None
         if response.is_error:
             detail = _detail(response)
-            if isinstance(detail, dict) and isinstance(detail.get("problems"), dict):
-                raise Rejected(detail["problems"])
+            problems = detail.get("problems") if isinstance(detail, dict) else None
             message = detail or response.text[:200] or response.reason_phrase
-            error = Conflict if response.status_code == 409 else BackendError
-            raise error(f"{method} {path}: HTTP {response.status_code}: {message}")
+            raise backend_error(response.status_code,
+                                f"{method} {path}: HTTP {response.status_code}: {message}",
+                                problems if isinstance(problems, dict) else None)
         return response.json() if response.content else None
 
-    async def knobs(self) -> list[dict[str, Any]]:
-        return await self._request("GET", "/api/knobs")
 
-    async def state(self) -> State:
-        return await self._request("GET", "/api/settings")
+def _body(arguments: dict[str, Any]) -> Any:
+    """The arguments that are neither in the path nor in the query, as the JSON body: a
+    single model or mapping is the body itself; none: no body."""
+    if len(arguments) == 1:
+        [value] = arguments.values()
+        if isinstance(value, BaseModel):
+            return value.model_dump(mode="json")
+        if isinstance(value, Mapping):
+            return dict(value)
+    return arguments or None
 
-    async def change(self, changes: Mapping[str, Any]) -> State:
-        return await self._request("PATCH", "/api/settings", json=dict(changes))
 
-    async def pause(self) -> None:
-        await self._request("POST", "/api/session/pause")
-
-    async def resume(self) -> None:
-        await self._request("POST", "/api/session/resume")
-
-    async def reset(self) -> None:
-        await self._request("POST", "/api/session/reset")
-
-    async def window_budgets(self, weights: str) -> dict[str, Any]:
-        return await self._request("POST", "/api/budgets",
-                                   json={"weights": weights, "apply": True})
-
-    async def presets(self) -> list[dict[str, Any]]:
-        return await self._request("GET", "/api/presets")
-
-    async def save_preset(self, name: str, description: str | None,
-                          overwrite: bool = False) -> None:
-        await self._request("POST", f"/api/presets/{quote(name, safe='')}",
-                            json={"description": description, "overwrite": overwrite})
-
-    async def apply_preset(self, name: str) -> State:
-        return await self._request("POST", f"/api/presets/{quote(name, safe='')}/apply")
-
-    async def diff_preset(self, name: str) -> list[dict[str, Any]]:
-        return await self._request("GET", f"/api/presets/{quote(name, safe='')}/diff")
-
-    async def start_ab(self, a: str, b: str, pairs: int, tokens: int,
-                       workloads: list[str] | None = None, rules: str = "",
-                       max_kl: float | None = None, min_agreement: float | None = None
-                       ) -> dict[str, Any]:
-        return await self._request("POST", "/api/ab", json={
-            "a": a, "b": b, "pairs": pairs, "tokens": tokens, "workloads": workloads or [],
-            "rules": rules, "max_kl": max_kl, "min_agreement": min_agreement})
-
-    async def experts(self, window: bool) -> dict[str, Any]:
-        return await self._request("GET", "/api/experts",
-                                   params={"view": "window" if window else "cumulative"})
-
-    async def curve(self) -> dict[str, Any] | None:
-        return await self._request("GET", "/api/curve")  # 204 (None) until the first
-
-    async def ab_status(self) -> dict[str, Any] | None:
-        return await self._request("GET", "/api/ab", absent=True)
-
-    async def start_tune(self, trials: int, tokens: int, objective: str, space: str,
-                         fix: str, max_kl: float | None = None,
-                         min_agreement: float | None = None) -> dict[str, Any]:
-        return await self._request("POST", "/api/tune", json={
-            "trials": trials, "tokens": tokens, "objective": objective, "space": space,
-            "fix": fix, "max_kl": max_kl, "min_agreement": min_agreement})
-
-    async def tune_status(self) -> dict[str, Any] | None:
-        return await self._request("GET", "/api/tune", absent=True)
-
-    async def stop_tune(self) -> dict[str, Any] | None:
-        return await self._request("POST", "/api/tune/stop", absent=True)
+@functools.cache
+def _reader(operation: Operation) -> TypeAdapter[Any]:
+    """Reads an operation's JSON answer as its declared type."""
+    return TypeAdapter(operation.answer())

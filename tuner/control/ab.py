@@ -1,0 +1,77 @@
+"""An A/B comparison started from a UI: two presets, run in the background through the job
+slot (the live session paused meanwhile), with its runs and its result to poll."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from tuner.control.models import ABRequest
+from tuner.control.slot import JobSlot
+from tuner.measure.compare import schedule
+
+if TYPE_CHECKING:
+    from tuner.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class ABJob(ABRequest):
+    """An A/B as it runs: its request, then its progress."""
+
+    kind: ClassVar[str] = "an A/B"
+    total_runs: int
+    state: Literal["running", "done", "failed"] = "running"
+    runs: list[dict[str, Any]] = []
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.a} vs {self.b}"
+
+    @property
+    def busy(self) -> bool:
+        return self.state == "running"
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+class ABRunner:
+    """A/Bs of one controller's presets, started through its job slot."""
+
+    def __init__(self, slot: JobSlot, preset_settings: Callable[[str], Settings]):
+        self.slot = slot
+        self.preset_settings = preset_settings  # what applying a preset by name gives
+
+    @property
+    def job(self) -> ABJob | None:
+        """The latest A/B, running or over."""
+        job = self.slot.latest.get(ABJob.kind)
+        return job if isinstance(job, ABJob) else None
+
+    def start(self, request: ABRequest) -> ABJob:
+        """Raises PresetError for a preset that cannot be read and JobBusy while another
+        job runs; nothing starts then."""
+        sa, sb = self.preset_settings(request.a), self.preset_settings(request.b)
+        job = ABJob(**request.model_dump(),
+                    total_runs=len(schedule(request.pairs)) * max(1, len(request.workloads)))
+        self.slot.start(job, lambda: self._run(job, sa, sb))
+        return job
+
+    def _run(self, job: ABJob, sa: Settings, sb: Settings) -> ABJob:
+        # Here, not at the top: the terminal UI reads this package's models, and connected
+        # to a server it runs no engine, so it never loads torch.
+        from tuner.measure.ab import run_ab
+
+        try:
+            result = run_ab(sa, sb, job, progress=lambda i, n, run: job.runs.append(run))
+            end: dict[str, Any] = {"result": result, "state": "done"}
+        except Exception as err:  # the job reports it; the live session carries on
+            log.exception("A/B %s failed", job.label)
+            end = {"error": f"{type(err).__name__}: {err}", "state": "failed"}
+        # A new object: a reader sees the job running or ended, never a verdict in a
+        # running job.
+        return job.model_copy(update=end)

@@ -1,0 +1,319 @@
+"""The control plane's requests and states, typed once.
+
+The REST API's bodies and answers, the websocket's settings message, the page's forms, the
+terminal UI's dialogs, `tuner ab` and the `Backend` operations all read and write these
+models, so a field is declared (name, default, range, help) in one place. Text input (a
+form field, a dialog field, a command-line value) goes through the same models as JSON: a
+count may arrive as "4", an empty quality limit is none, workloads may be "a,b". `parse`
+answers what a model refuses with a SettingsError naming each field, its value and what is
+allowed, as the server answers a request body it refuses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    RootModel,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import ErrorDetails, core_schema
+
+from tuner.engine.workload import NAMES as WORKLOADS
+from tuner.engine.workload import WorkloadError
+from tuner.engine.workload import check as check_workload
+from tuner.measure.rules import RULESETS, check_limits
+from tuner.presets import check_name
+from tuner.settings import SettingsError, shown
+from tuner.traces.budgets import WEIGHTS
+from tuner.tune.worker import DEFAULT_OBJECTIVE, OBJECTIVES
+
+M = TypeVar("M", bound=BaseModel)
+
+BASELINE = "baseline"  # the preset a UI offers as arm A
+# What a job on a running server may ask for: it pauses the live session while it runs.
+AB_PAIRS = (1, 8)
+RUN_TOKENS = (8, 4096)  # tokens per A/B run, measured tokens per tune trial
+TUNE_TRIALS = (1, 500)
+
+_WHOLE = re.compile(r"[+-]?\d{1,20}")
+
+
+# -- field types that also read text -------------------------------------------------------
+def _whole(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, str):
+        if not _WHOLE.fullmatch(value.strip()):
+            raise ValueError(f"{info.field_name} must be a whole number")
+        return int(value)
+    return value
+
+
+def _number_or_empty(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{info.field_name} must be a number or empty") from None
+    return value
+
+
+def _names(value: Any) -> Any:
+    """Comma-separated text as a list of names; a list stays as it is."""
+    if isinstance(value, str):
+        return [n.strip() for n in value.split(",") if n.strip()]
+    return value
+
+
+class _Check:
+    """Field metadata that checks a value with a message naming the field and what is
+    allowed, and says what is allowed in the JSON schema (pydantic's own ge/le/enum would
+    answer with messages that name neither)."""
+
+    def __get_pydantic_core_schema__(self, source: Any,
+                                     handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.with_info_after_validator_function(self.check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return {**handler(schema), **self.documented()}
+
+    def check(self, value: Any, info: ValidationInfo) -> Any:
+        raise NotImplementedError
+
+    def documented(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Within(_Check):
+    """A whole number from `low` to `high` (None: no upper limit)."""
+
+    low: int
+    high: int | None = None
+
+    def check(self, value: int, info: ValidationInfo) -> int:
+        if value < self.low or (self.high is not None and value > self.high):
+            allowed = (f"at least {self.low}" if self.high is None
+                       else f"from {self.low} to {self.high}")
+            raise ValueError(f"{info.field_name} = {value}: must be {allowed}")
+        return value
+
+    def documented(self) -> dict[str, Any]:
+        return {"minimum": self.low, **({} if self.high is None else {"maximum": self.high})}
+
+
+@dataclass(frozen=True)
+class OneOf(_Check):
+    """A name from `names`."""
+
+    names: tuple[str, ...]
+
+    def check(self, value: str, info: ValidationInfo) -> str:
+        if value not in self.names:
+            raise ValueError(f"{info.field_name} = {shown(value)}: allowed "
+                             f"{', '.join(repr(n) for n in self.names)}")
+        return value
+
+    def documented(self) -> dict[str, Any]:
+        return {"enum": list(self.names)}
+
+
+Whole = Annotated[int, BeforeValidator(_whole)]
+
+Limit = Annotated[float | None, BeforeValidator(_number_or_empty)]
+
+
+# -- problems --------------------------------------------------------------------------
+def problems(errors: Sequence[ErrorDetails], skip: int = 0) -> dict[str, str]:
+    """Each refused field -> one line naming it, its value and what is allowed. `skip`
+    drops the first parts of each location (the server's "body" or "query")."""
+    out = {}
+    for e in errors:
+        field = ".".join(str(p) for p in e["loc"][skip:]) or ".".join(map(str, e["loc"]))
+        if e["type"] == "value_error":  # our own check: its message names the field
+            out[field] = str(e.get("ctx", {}).get("error", e["msg"]))
+        elif e["type"] == "missing":
+            out[field] = f"{field} is required"
+        else:
+            out[field] = f"{field} = {shown(e.get('input'))}: {e['msg']}"
+    return out
+
+
+def field_order(model: type[BaseModel]) -> list[str]:
+    """The model's fields as a form lists them: its own first, then those it shares with
+    other requests (the quality gate)."""
+    own = [name for cls in model.__mro__ if issubclass(cls, BaseModel)
+           for name in vars(cls).get("__annotations__", {}) if name in model.model_fields]
+    return list(dict.fromkeys(own))
+
+
+def parse(model: type[M], data: Mapping[str, Any]) -> M:
+    """`data` (JSON, or the text of form fields) as `model`; raises SettingsError."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise SettingsError(problems(err.errors())) from None
+
+
+# -- requests --------------------------------------------------------------------------
+class QualityGate(BaseModel):
+    """The quality limits a lossy knob (moce's bonus, drop_cold) must stay within; None is
+    not checked."""
+
+    max_kl: Limit = Field(None, title="max KL (empty: off)", json_schema_extra={"minimum": 0},
+                          description="quality gate: reject an arm (or a lossy trial) whose "
+                                      "mean KL(exact || served) is above this many nats per "
+                                      "token, whatever its speed")
+    min_agreement: Limit = Field(None, title="min top-1 % (empty: off)",
+                                 json_schema_extra={"minimum": 0, "maximum": 100},
+                                 description="quality gate: reject an arm (or a lossy trial) "
+                                             "whose top-1 agreement with exact routing is "
+                                             "below this percentage, whatever its speed")
+
+    @field_validator("max_kl", "min_agreement")
+    @classmethod
+    def _in_range(cls, value: float | None, info: ValidationInfo) -> float | None:
+        check_limits(**{"max_kl": None, "min_agreement": None, str(info.field_name): value})
+        return value
+
+    @property
+    def gated(self) -> bool:
+        return self.max_kl is not None or self.min_agreement is not None
+
+
+class ABSpec(QualityGate):
+    """An A/B comparison: A B A B ... A, each run a fresh session, on each workload in
+    turn, its verdict by the timings, a rule set and the quality gate (an arm over a
+    limit is rejected whatever its speed)."""
+
+    a: str = Field(title="preset A (baseline)", description="arm A, the baseline, also the "
+                   "sentinel: a preset name (`tuner ab` also takes a .toml file or "
+                   "knob=value pairs)")
+    b: str = Field(title="preset B", description="arm B, in the same forms as A")
+    pairs: Annotated[Whole, Within(1)] = Field(4, title="A B pairs",
+                                               description="A B pairs before the sentinel A")
+    tokens: Annotated[Whole, Within(1)] = Field(64, title="tokens per run",
+                                                description="tokens per run")
+    workloads: Annotated[list[str], BeforeValidator(_names)] = Field(
+        [], max_length=8, title="workloads (a,b,...)", description="workloads to run the "
+        f"pairs on, each in turn: {', '.join(WORKLOADS)} or a JSON-lines file (empty: the "
+        "settings' workload)")
+    rules: Annotated[str, OneOf(("", *RULESETS))] = Field(
+        "", title=f"rules ({', '.join(RULESETS)})", description="rule set deciding the "
+        "verdict per workload and phase (\"\": timing only)")
+
+    @field_validator("workloads")
+    @classmethod
+    def _loadable(cls, names: list[str]) -> list[str]:
+        for name in names:
+            try:
+                check_workload(name)
+            except WorkloadError as err:  # its message names the file's line
+                raise ValueError(str(err)) from None
+        return names
+
+
+class ABRequest(ABSpec):
+    """An A/B of two presets asked of a running server. It runs in the background while
+    the live session is paused, so its runs are bounded."""
+
+    @field_validator("a", "b")
+    @classmethod
+    def _preset_name(cls, name: str) -> str:
+        return check_name(name)  # a PresetError (a ValueError) says what a name may be
+
+    @field_validator("pairs", "tokens")
+    @classmethod
+    def _live_bounds(cls, value: int, info: ValidationInfo) -> int:
+        low, high = {"pairs": AB_PAIRS, "tokens": RUN_TOKENS}[str(info.field_name)]
+        if not low <= value <= high:
+            raise ValueError(f"{info.field_name} = {value}: must be from {low} to {high} "
+                             "for an A/B on the server")
+        return value
+
+
+class TuneRequest(QualityGate):
+    """A tune asked of a running server: Optuna trials from the live settings as the
+    baseline, with the live session paused while it runs; with a quality limit the lossy
+    knobs join the search."""
+
+    trials: Annotated[Whole, Within(*TUNE_TRIALS)] = Field(12, title="trials",
+                                                           description="trials to run")
+    tokens: Annotated[Whole, Within(*RUN_TOKENS)] = Field(
+        32, title="measured tokens per trial",
+        description="measured tokens per trial (as many again warm up first)")
+    objective: Annotated[str, OneOf(tuple(OBJECTIVES))] = Field(
+        DEFAULT_OBJECTIVE, title="objective: ms or stall",
+        description="time objective: ms per token or exposed stall per token")
+    space: str = Field("", max_length=2000, title="space: knob=lo:hi,knob=a|b",
+                       description="search ranges replacing the knob table's: knob=low:high "
+                                   "or knob=a|b, separated by commas")
+    fix: str = Field("", max_length=2000, title="fix: knob=value,...",
+                     description="knobs pinned for every trial: knob=value, separated by "
+                                 "commas")
+
+
+class SettingsPatch(RootModel[dict[str, Any]]):
+    """Knob name (or STRATA_* alias) -> new value; validated as a whole with the current
+    settings, applied at the next token boundary."""
+
+    @classmethod
+    def of(cls, body: Any) -> SettingsPatch:
+        """A request body as a patch; anything but an object is refused as the settings'
+        problem (SettingsError), as a bad value is."""
+        if not isinstance(body, dict):
+            raise SettingsError({"settings": "the body must be a JSON object of knob: value, "
+                                             f"got {type(body).__name__}"})
+        return cls(body)
+
+
+class SettingsMessage(BaseModel):
+    """A settings change sent on the websocket; answered with an ack or the problems."""
+
+    type: Literal["settings"]
+    id: Any = None
+    changes: SettingsPatch
+
+
+class BudgetsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    weights: Annotated[str, OneOf(WEIGHTS)] = Field(
+        "hits", description="hits: most hits; stall: most stall saved, at the window's stall "
+                            "per miss")
+    apply: bool = Field(False, description="run the quotas (arena_split = layers)")
+
+
+class SaveRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: str | None = Field(None, max_length=1000, description="none: a new "
+                                    "preset gets none, a replaced one keeps its own")
+    overwrite: bool = Field(False, description="replace a user preset of that name (shipped "
+                            "presets are never replaced)")
+
+
+# -- states ----------------------------------------------------------------------------
+class SessionState(BaseModel):
+    """The settings the engine runs, read together with their version."""
+
+    version: int = Field(description="settings version the engine runs now")
+    settings: dict[str, Any] = Field(description="every knob by name")
+    state: str = Field(description="running, paused or error")
+
+
+class RunState(BaseModel):
+    state: str = Field(description="running, paused or error")
