@@ -122,13 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     vars(args).pop("_flag_hints", None)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
-    from tuner.engine.model_config import ModelError
-
     try:
         with sigterm_as_ctrl_c():
             return args.func(args) or 0
-    # ModelError: the engine's, until the engine's errors derive from TunerError too
-    except (TunerError, ModelError) as err:  # the user's input: one line
+    except TunerError as err:  # the user's input: one line
         print(f"tuner: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

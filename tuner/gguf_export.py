@@ -41,6 +41,7 @@ from safetensors import safe_open
 from tuner import llamacpp
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.model_config import EXPERT_PARTS, ModelConfig
+from tuner.errors import TunerError
 
 # tuner's architecture -> llama.cpp's, and whether llama.cpp normalises the top-k routing
 # weights for it (hard-wired in its graph: a config that says otherwise cannot be matched)
@@ -55,7 +56,7 @@ ALWAYS_F32 = (gguf.MODEL_TENSOR.FFN_GATE_INP, gguf.MODEL_TENSOR.FFN_GATE_INP_SHE
 WORD = "\u2581"  # WordPiece's word-start mark in llama.cpp
 
 
-class GGUFError(ValueError):
+class GGUFError(TunerError, ValueError):
     """A model that cannot be written as GGUF; the message is the one line to print."""
 
 
