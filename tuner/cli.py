@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "tuner.commands.trace",
     "tuner.commands.replay",
     "tuner.commands.budgets",
+    "tuner.commands.realism",
     "tuner.commands.serve",
     "tuner.commands.presets",
     "tuner.commands.tui",
