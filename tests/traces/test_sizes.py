@@ -92,3 +92,10 @@ def test_the_live_curve_shows_working_sets_and_warns_below_one(trace):
     assert curve["working_sets"][curve["sizes"].index(8)] == 1.0
     assert curve["notes"][0].startswith("warning: 6 slots are below one token's working set")
     assert hit_curve(trace.experts, 25, 10, 8, {})["notes"] == []
+
+
+@pytest.mark.parametrize("command", [["replay"], ["budgets"], ["trace", "stats"], ["realism"]])
+def test_the_commands_that_take_sizes_print_their_help(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--help"])
+    assert done.value.code == 0 and "usage: tuner" in capsys.readouterr().out

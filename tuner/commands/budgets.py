@@ -10,19 +10,19 @@ import sys
 from pathlib import Path
 
 from tuner.cli import print_json
-from tuner.commands.trace import print_notes, reporting_trace_errors
+from tuner.commands.trace import SIZE_FORMS, print_notes, reporting_trace_errors
 from tuner.engine import trace_format
 from tuner.presets import Store
 from tuner.settings import validate
 from tuner.traces.budgets import EVEN, WEIGHTS, BudgetError, plan
-from tuner.traces.sizes import FORMS, parse_size
+from tuner.traces.sizes import parse_size
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("budgets", help="per-layer arena quotas from a trace's hit curves")
     p.add_argument("file", type=Path, help="trace file (.npz)")
     p.add_argument("--slots", metavar="SIZE", help=f"the arena to share among the layers: "
-                   f"{FORMS} (default: the arena the trace was recorded with)")
+                   f"{SIZE_FORMS} (default: the arena the trace was recorded with)")
     p.add_argument("--weights", choices=WEIGHTS, default="hits",
                    help="hits: most hits; stall: most stall saved, from the stall per miss "
                         "the recording measured at each layer")

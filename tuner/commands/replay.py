@@ -9,7 +9,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from tuner.cli import print_json
-from tuner.commands.trace import print_notes, reporting_trace_errors
+from tuner.commands.trace import SIZE_FORMS, print_notes, reporting_trace_errors
 from tuner.engine import trace_format
 from tuner.engine.trace_format import Trace, TraceError
 from tuner.knobs import even_budgets
@@ -17,7 +17,7 @@ from tuner.traces import budgets
 from tuner.traces.budgets import EVEN, BudgetError, quotas_for_trace
 from tuner.traces.modes import MODES
 from tuner.traces.replay import replay, report, sweep, sweep_report, sweep_sizes
-from tuner.traces.sizes import FORMS, parse_size, parse_sizes
+from tuner.traces.sizes import parse_size, parse_sizes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", type=Path, help="trace file (.npz)")
     p.add_argument("--policy", choices=tuple(MODES), default="lru",
                    help="; ".join(f"{m.name}: {m.help}" for m in MODES.values()))
-    p.add_argument("--slots", metavar="SIZE", help=f"the arena shared by all layers: {FORMS} "
+    p.add_argument("--slots", metavar="SIZE", help=f"the arena shared by all layers: {SIZE_FORMS} "
                    "(default: the arena the trace was recorded with)")
     p.add_argument("--sweep", action="store_true", help="hit curves per layer over arena "
                    "sizes around --slots and the hits each added slot buys")

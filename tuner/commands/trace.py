@@ -41,6 +41,9 @@ def reporting_trace_errors(func):
     return wrapper
 
 
+SIZE_FORMS = FORMS.replace("%", "%%")  # for argparse help, which formats it with %
+
+
 def print_notes(notes: list[str]) -> None:
     """A report's notes, warnings (which say so themselves) as they are."""
     for note in notes:
@@ -90,8 +93,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     st.add_argument("files", type=Path, nargs="+", metavar="FILE")
     st.add_argument("--slots", metavar="SIZES",
                     help="arena sizes of the cache figures, comma-separated, each "
-                    f"{FORMS.replace('%', '%%')} (default: 12.5, 25, 50 and 75 %% of the "
-                    "layer-expert pairs)")
+                    f"{SIZE_FORMS} (default: 12.5, 25, 50 and 75 %% of the layer-expert "
+                    "pairs)")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=_stats)
 
