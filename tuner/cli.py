@@ -47,9 +47,11 @@ COMMANDS = {
     "tune": ("tuner.commands.tune", "search the knobs for the fastest and leanest settings, "
              "live on one session, every trial paired with a baseline"),
     "trace": ("tuner.commands.trace", "record, import or describe routing traces (.npz)"),
-    "replay": ("tuner.commands.replay", "replay a routing trace through a cache policy (lru, "
-               "2q, or opt: Belady's bound)"),
+    "replay": ("tuner.commands.replay", "replay a routing trace through a cache policy, "
+               "Belady's bound, pinning or read-ahead"),
     "budgets": ("tuner.commands.budgets", "per-layer arena quotas from a trace's hit curves"),
+    "realism": ("tuner.commands.realism", "does a decision transfer? routing shape and policy "
+                "ranking of traces beside the model's own routing and public logs"),
     "serve": ("tuner.commands.serve", "run the engine with the web control plane"),
     "presets": ("tuner.commands.presets", "list, show, diff, save or apply presets"),
     "tui": ("tuner.commands.tui", "the terminal UI: an engine in this process, or --connect "

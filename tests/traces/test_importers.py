@@ -181,9 +181,11 @@ def test_vllm_decode_phase_one_sequence_per_request():
     assert report["warmup"]["examples"][0] == "moe_layer0.jsonl:2: warm-up batch 0, 8 rows"
     assert report["other_phase"]["examples"][0] == "moe_layer0.jsonl:17: prefill batch 4, 5 rows"
     assert trace.meta["import_notes"] == [
-        "10 forward batches (token_idx restarts): 4 warm-up, 1 prefill of 5 rows, 5 decode "
-        "of 2 rows",
-        "decode batch size 2 -> 1 at decode step 4: from there row i is taken as request i"]
+        "10 forward batches (token_idx restarts): 4 warm-up (3 of them dummy runs, every row "
+        "routed alike), 1 round(s) of requests, decode batches of up to 2 rows",
+        "round 0: a prefill of 5 rows, 5 decode steps of 2 requests",
+        "round 0: decode batch size 2 -> 1 at decode step 4: from there row i is taken as "
+        "request i (the log does not say which request ended)"]
 
 
 def test_vllm_prefill_and_all_phases_and_one_file():
@@ -198,10 +200,62 @@ def test_vllm_prefill_and_all_phases_and_one_file():
     assert one.layers == 1 and one.meta["layer_ids"] == [1] and one.tokens == 9
 
 
-def test_vllm_requests_by_req_id_when_the_ids_tell_them_apart(tmp_path):
-    def route(req, idx, ids):
-        return {"type": "route", "req_id": req, "token_idx": idx, "layer": 0, "topk_ids": ids}
+def route(req, idx, ids, layer=0):
+    return {"type": "route", "req_id": req, "token_idx": idx, "layer": layer, "topk_ids": ids}
 
+
+def batch(req, *rows, layer=0):
+    """One forward batch: token_idx restarts at 0."""
+    return [route(req, i, ids, layer) for i, ids in enumerate(rows)]
+
+
+def test_vllm_dummy_warm_up_and_prompts_run_one_at_a_time(tmp_path):
+    """A profiling run of dummy tokens (every row alike), then two prompts generated one
+    after the other: each its own prefill and decode steps of one row. Every decode step
+    of this logger has a req_id of its own, which must not split the request."""
+    (tmp_path / "moe_layer0.jsonl").write_text(lines(
+        *batch("r0", [1, 2], [1, 2], [1, 2], [1, 2]),  # dummy run
+        *batch("r1", [3, 4], [5, 6], [7, 8]),  # prompt A
+        *batch("r2", [9, 10]), *batch("r3", [11, 12]), *batch("r4", [13, 14]),
+        *batch("r5", [0, 1], [2, 3]),  # prompt B
+        *batch("r6", [4, 5]), *batch("r7", [6, 7])))
+    trace = import_trace("vllm", tmp_path)
+    assert trace.experts[:, 0].tolist() == [[9, 10], [11, 12], [13, 14], [4, 5], [6, 7]]
+    assert trace.sequence_starts == [0, 3]
+    assert problems(trace) == {"warmup": 4, "other_phase": 5}
+    assert trace.meta["import_notes"][1:] == [
+        "round 0: a prefill of 3 rows, 3 decode steps of 1 requests",
+        "round 1: a prefill of 2 rows, 2 decode steps of 1 requests"]
+    both = import_trace("vllm", tmp_path, Options(phase="all"))
+    assert both.sequence_starts == [0, 3, 6, 8] and both.tokens == 10
+
+
+def test_vllm_batched_requests_keep_their_order_across_layers(tmp_path):
+    """Three requests decoded together, at two layers: each request's tokens in order, one
+    sequence each; the dummy run and the prefill are left out."""
+    for layer in (0, 1):
+        (tmp_path / f"moe_layer{layer}.jsonl").write_text(lines(
+            *batch("r", [0, 1], [0, 1], [0, 1], layer=layer),
+            *batch("r", *([[2, 3]] * 2 + [[4, 5]] * 3), layer=layer),
+            *[row for step in range(4) for row in batch(
+                "r", [step, 20 + layer], [step + 4, 20 + layer], [step + 8, 20 + layer],
+                layer=layer)]))
+    trace = import_trace("vllm", tmp_path)
+    assert trace.sequence_starts == [0, 4, 8]
+    assert trace.experts[:4, 0, 0].tolist() == [0, 1, 2, 3]  # request 0, steps in order
+    assert trace.experts[4:8, 1].tolist() == [[4, 21], [5, 21], [6, 21], [7, 21]]
+    assert problems(trace) == {"warmup": 6, "other_phase": 10}
+
+
+def test_vllm_log_whose_token_idx_never_restarts_is_one_sequence(tmp_path):
+    (tmp_path / "moe_layer0.jsonl").write_text(lines(
+        *(route("r", i, [i % 4, 4 + i % 3]) for i in range(6))))
+    trace = import_trace("vllm", tmp_path)
+    assert trace.tokens == 6 and trace.sequence_starts == [0]
+    assert "cannot be told apart" in trace.meta["import_notes"][0]
+
+
+def test_vllm_requests_by_req_id_when_the_ids_tell_them_apart(tmp_path):
     # a prefill of 3, then decode steps of two requests whose rows swap places
     (tmp_path / "moe_layer0.jsonl").write_text(lines(
         route("a", 0, [0]), route("a", 1, [1]), route("b", 2, [2]),
@@ -210,13 +264,16 @@ def test_vllm_requests_by_req_id_when_the_ids_tell_them_apart(tmp_path):
     assert trace.experts[:, 0, 0].tolist() == [3, 6, 4, 5]  # request a, then request b
 
 
-@pytest.mark.parametrize("sizes, expected", [
-    ([8, 4, 2, 1, 5, 2, 2, 2, 2, 1], (2, 4, 5)),  # warm-up, prefill, decode 2 -> 1
-    ([1, 2, 4, 8, 300, 4, 4, 4, 3], (4, 4, 5)),  # graph capture in ascending order
-    ([4, 4, 4], (4, None, 0)),  # a decode-only log
+@pytest.mark.parametrize("sizes, dummy, expected", [
+    # dummy warm-up (8, 4, 2; the capture of 1 row cannot be told by content), prefill, decode
+    ([8, 4, 2, 1, 5, 2, 2, 2, 2, 1], [1, 1, 1, 0, 0, 0, 0, 0, 0, 0], (2, [(4, 5, 10)])),
+    ([1, 2, 4, 8, 300, 4, 4, 4, 3], None, (4, [(4, 5, 9)])),  # warm-up before the prefill
+    ([4, 4, 4], None, (4, [(None, 0, 3)])),  # a decode-only log
+    ([9, 3, 1, 1, 1, 4, 1, 1], [1, 0, 0, 0, 0, 0, 0, 0], (1, [(1, 2, 5), (5, 6, 8)])),
 ])
-def test_phases_from_batch_sizes(sizes, expected):
-    assert phases(sizes) == expected
+def test_phases_from_batch_sizes(sizes, dummy, expected):
+    B, rounds = phases(sizes, [bool(d) for d in dummy] if dummy else None)
+    assert (B, [(r.prefill, r.decode.start, r.decode.stop) for r in rounds]) == expected
 
 
 # -- errors ------------------------------------------------------------------------------

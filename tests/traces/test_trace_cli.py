@@ -51,7 +51,7 @@ def test_stats(recorded, capsys):
     out = run_json(capsys, "trace", "stats", str(recorded), "--slots", "8,16")["traces"]
     assert len(out) == 1 and out[0]["arena_slots"] == [8, 16] and out[0]["tokens"] == 60
     assert all(len(r["hit_rate"][c]) == 2 for r in out[0]["layers"]
-               for c in ("lru", "2q", "opt", "pin"))
+               for c in ("lru", "2q", "opt", "static"))
     assert main(["trace", "stats", str(recorded)]) == 0
     text = capsys.readouterr().out
     assert "prev-token slot overlap, %" in text and "12.5  25.0  50.0  75.0" in text

@@ -62,7 +62,7 @@ def test_stats_by_hand():
     assert l0["routings"] == 5 and l0["lookups"] == 10
     assert stats["arena_slots"] == [2, 4] and stats["totals"]["unrouted_pct"] == 60.0
     # the two most-routed pairs are layer 0's; the next two, layer 1's
-    assert (l0["hit_rate"]["pin"], l1["hit_rate"]["pin"]) == ([80.0, 80.0], [0.0, 60.0])
+    assert (l0["hit_rate"]["static"], l1["hit_rate"]["static"]) == ([80.0, 80.0], [0.0, 60.0])
     for policy in ("lru", "2q", "opt"):
         run = replay(trace, policy, 4)
         assert [l0["hit_rate"][policy][1], l1["hit_rate"][policy][1]] == [

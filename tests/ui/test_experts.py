@@ -54,7 +54,8 @@ async def test_the_heat_map_and_the_curve_render_and_update(embedded, controller
 
 def test_the_curve_text_marks_the_arena_and_the_gap():
     curve = {"arena": 20, "policy": "lru", "live_hit_rate": 61.4, "at_token": 900,
-             "window": 64, "sizes": [10, 20, 40], "tokens": 64, "warmup_tokens": 64,
+             "window": 64, "sizes": [10, 20, 40], "working_set": 16,
+             "working_sets": [0.62, 1.25, 2.5], "tokens": 64, "warmup_tokens": 64,
              "hit_rate": {"lru": [10.0, 61.4, 90.0], "2q": [9.0, 47.2, 88.0],
                           "opt": [41.8, 83.4, 95.8]},
              "at_arena": {"lru": 61.4, "2q": 47.2, "opt": 83.4}, "gap_pp": 22.0,
@@ -62,7 +63,8 @@ def test_the_curve_text_marks_the_arena_and_the_gap():
              "seconds": 0.5}
     lines = curve_text(curve).splitlines()
     now = next(line for line in lines if line.startswith("▶"))
-    assert "20" in now and "61.4" in now and "83.4" in now and "live 61.4" in now
+    assert "20" in now and "1.25" in now and "61.4" in now and "83.4" in now
+    assert "live 61.4" in now and "working sets of 16" in lines[1]
     assert "gap to the bound 22.0 pp" in lines[-1] and "20 more slots (40): +28.6 pp" in lines[-1]
     assert bar(50.0, 75.0).count("█") == 20 and bar(50.0, 75.0).count("░") == 10
     assert "computing the first curve" in curve_text(None)

@@ -5,6 +5,7 @@ Screenshots of the page, 1440 and 800 pixels wide, go to test-output/."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,9 @@ def test_the_heat_map_and_the_curve_render_and_update(live, open_page):
 
     curve = page.locator("#curve-info")
     expect(curve).to_contain_text("bound", timeout=60_000)
-    expect(curve).to_contain_text(f"now {live.session.engine.slots.n} slots, lru")
+    expect(curve).to_contain_text(f"now {live.session.engine.slots.n} slots (")
+    expect(curve).to_contain_text(re.compile(r"\d working sets? of \d"))  # "1 working set"
+    expect(curve).to_contain_text("), lru: live")
     shown = curve.text_content()
     live.wait_tokens(30)
     expect(curve).not_to_have_text(shown, timeout=60_000)  # recomputed as the engine moves

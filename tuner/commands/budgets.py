@@ -10,15 +10,16 @@ import sys
 from pathlib import Path
 
 from tuner.commands.args import print_json
-from tuner.commands.trace import reporting_trace_errors
+from tuner.commands.trace import SIZE_FORMS, print_notes, reporting_trace_errors
 from tuner.engine import trace_format
 from tuner.traces.budgets import EVEN, WEIGHTS, BudgetError, plan
+from tuner.traces.sizes import parse_size
 
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, help="trace file (.npz)")
-    p.add_argument("--slots", type=int, help="arena slots to share among the layers "
-                   "(default: the arena the trace was recorded with)")
+    p.add_argument("--slots", metavar="SIZE", help=f"the arena to share among the layers: "
+                   f"{SIZE_FORMS} (default: the arena the trace was recorded with)")
     p.add_argument("--weights", choices=WEIGHTS, default="hits",
                    help="hits: most hits; stall: most stall saved, from the stall per miss "
                         "the recording measured at each layer")
@@ -37,7 +38,8 @@ def preset_knobs(out: dict) -> dict:
 @reporting_trace_errors
 def main(args: argparse.Namespace) -> int:
     trace = trace_format.load(args.file)
-    slots = args.slots if args.slots is not None else trace.meta.get("arena_slots")
+    slots = (parse_size(args.slots, trace, "--slots") if args.slots is not None
+             else trace.meta.get("arena_slots"))
     if slots is None:
         raise BudgetError(f"{args.file}: the trace does not say its arena size; give --slots")
     out = {**plan(trace, slots, args.weights), "trace": str(args.file)}
@@ -59,7 +61,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _print(out: dict) -> None:
-    print(f"{out['model'] or 'trace'}: {out['tokens']} tokens, {out['slots']} slots shared by "
+    print(f"{out['model'] or 'trace'}: {out['tokens']} tokens, {out['slots']} slots "
+          f"({out['working_sets']} working sets of {out['working_set']}) shared by "
           f"{out['layers_count']} layers, weights {out['weights']}")
     print(f"{'layer':>5} {'quota':>6} {'even':>5} {'lookups':>8} {'hits':>8} {'at even':>8} "
           f"{'gain/slot':>9}")
@@ -75,3 +78,4 @@ def _print(out: dict) -> None:
             else ""
         print(f"  {label:22} {r['hits']:>9} hits ({r['hit_rate']} %), "
               f"{r['misses_per_token']} misses/token{stall}")
+    print_notes(out["notes"])

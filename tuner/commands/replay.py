@@ -1,5 +1,6 @@
-"""`tuner replay`: a trace through the engine's cache policies, or Belady's bound, with no
-compute; per layer and in totals, or as hit curves over arena sizes."""
+"""`tuner replay`: a trace through the engine's cache policies, Belady's bound, pinning or
+read-ahead, with no compute; per layer and in totals, or as hit curves over arena sizes
+(given as slots, shares of the pairs or working sets)."""
 
 from __future__ import annotations
 
@@ -7,27 +8,28 @@ import argparse
 from itertools import pairwise
 from pathlib import Path
 
-from tuner.commands.args import int_list, print_json
-from tuner.commands.trace import reporting_trace_errors
+from tuner.commands.args import print_json
+from tuner.commands.trace import SIZE_FORMS, print_notes, reporting_trace_errors
 from tuner.engine import trace_format
 from tuner.engine.trace_format import Trace, TraceError
 from tuner.knobs import even_budgets
 from tuner.traces import budgets
 from tuner.traces.budgets import EVEN, BudgetError, quotas_for_trace
-from tuner.traces.replay import POLICY_NAMES, replay, report, sweep, sweep_report, sweep_sizes
+from tuner.traces.modes import MODES
+from tuner.traces.replay import replay, report, sweep, sweep_report, sweep_sizes
+from tuner.traces.sizes import parse_size, parse_sizes
 
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, help="trace file (.npz)")
-    p.add_argument("--policy", choices=POLICY_NAMES, default="lru",
-                   help="lru, 2q (the engine's policies) or opt (Belady's MIN: evicts the "
-                        "resident used farthest in the future; no online policy beats it)")
-    p.add_argument("--slots", type=int, help="arena slots shared by all layers (default: the "
-                   "arena the trace was recorded with)")
+    p.add_argument("--policy", choices=tuple(MODES), default="lru",
+                   help="; ".join(f"{m.name}: {m.help}" for m in MODES.values()))
+    p.add_argument("--slots", metavar="SIZE", help=f"the arena shared by all layers: {SIZE_FORMS} "
+                   "(default: the arena the trace was recorded with)")
     p.add_argument("--sweep", action="store_true", help="hit curves per layer over arena "
                    "sizes around --slots and the hits each added slot buys")
-    p.add_argument("--sizes", type=int_list("arena sizes", 1),
-                   help="the sweep's arena sizes, e.g. 64,128,256 (implies --sweep)")
+    p.add_argument("--sizes", metavar="SIZES", help="the sweep's arena sizes, comma-separated, "
+                   "each as --slots takes it, e.g. 64,25%%,2ws (implies --sweep)")
     p.add_argument("--budgets", metavar="FILE", help="per-layer quotas (arena_split = layers): "
                    f"a budgets file from `tuner budgets -o`, or '{EVEN}' for an even split")
     p.add_argument("--json", action="store_true")
@@ -35,15 +37,15 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def _slots(args: argparse.Namespace, trace: Trace) -> int:
-    slots = args.slots
-    if slots is None and args.budgets and args.budgets != EVEN:  # the arena they were made for
+    if args.slots is not None:
+        return parse_size(args.slots, trace, "--slots")
+    slots = None
+    if args.budgets and args.budgets != EVEN:  # the arena they were made for
         slots = budgets.load(Path(args.budgets)).get("slots")
     if slots is None:
         slots = trace.meta.get("arena_slots")
     if slots is None:
         raise TraceError(f"{args.file}: the trace does not say its arena size; give --slots")
-    if slots < 1:
-        raise TraceError(f"--slots {slots}: the arena needs at least 1 slot")
     return slots
 
 
@@ -62,7 +64,8 @@ def main(args: argparse.Namespace) -> int:
     if sweeping and args.budgets:
         raise BudgetError("--budgets fix the arena size, so they do not go with --sweep")
     if sweeping:
-        sizes = args.sizes or sweep_sizes(_slots(args, trace), trace)
+        sizes = (parse_sizes(args.sizes, trace, "--sizes") if args.sizes
+                 else sweep_sizes(_slots(args, trace), trace))
         out = sweep_report(sweep(trace, args.policy, sizes), trace)
     else:
         slots = _slots(args, trace)
@@ -83,17 +86,19 @@ def _print_replay(out: dict) -> None:
     per_token = (f", {t['bytes_per_token']} bytes/token" if t["bytes_per_token"] is not None
                  else "")
     split = ", per-layer quotas" if out["split"] == "layers" else ""
-    print(f"{_head(out)}, arena {out['slots']} slots{split}: {t['hits']} hits, "
-          f"{t['misses']} misses of {t['lookups']} lookups (hit rate {t['hit_rate']} %, "
-          f"{t['misses_per_token']} misses/token{per_token})")
+    ahead = (f", {t['read_ahead_per_token']} read ahead/token" if t["read_ahead"] is not None
+             else "")
+    print(f"{_head(out)}, arena {out['slots']} slots ({out['working_sets']} working sets of "
+          f"{out['working_set']}){split}: {t['hits']} hits, {t['misses']} misses of "
+          f"{t['lookups']} lookups (hit rate {t['hit_rate']} %, {t['misses_per_token']} "
+          f"misses/token{ahead}{per_token})")
     print(f"{'layer':>5} {'quota':>6} {'lookups':>9} {'hits':>9} {'misses':>9} {'hit%':>6}")
     for r in out["layers"] + [{**t, "layer": "all", "quota": out["slots"]}]:
         rate = "-" if r["hit_rate"] is None else f"{r['hit_rate']:.1f}"
         quota = "-" if r["quota"] is None else r["quota"]
         print(f"{r['layer']:>5} {quota:>6} {r['lookups']:>9} {r['hits']:>9} {r['misses']:>9} "
               f"{rate:>6}")
-    for note in out["notes"]:
-        print(f"note: {note}")
+    print_notes(out["notes"])
 
 
 def _print_sweep(out: dict) -> None:
@@ -103,9 +108,10 @@ def _print_sweep(out: dict) -> None:
     rates = " ".join(f"{n:>6}" for n in sizes)
     steps = " ".join(f"{f'{a}-{b}':>9}" for a, b in pairwise(sizes))
     print(f"{'layer':>5} {rates} | {steps}")
+    print(f"{'ws':>5} " + " ".join(f"{w:>6}" for w in out["working_sets"])
+          + f" | working sets of {out['working_set']} (layers x top-k)")
     for r in out["layers"] + [{**out["totals"], "layer": "all"}]:
         rates = " ".join("     -" if v is None else f"{v:6.1f}" for v in r["hit_rate"])
         steps = " ".join(f"{m:9.3f}" for m in r["marginal_hits_per_slot"])
         print(f"{r['layer']:>5} {rates} | {steps}")
-    for note in out["notes"]:
-        print(f"note: {note}")
+    print_notes(out["notes"])

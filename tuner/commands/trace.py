@@ -7,7 +7,7 @@ import functools
 import sys
 from pathlib import Path
 
-from tuner.commands.args import add_knob_flags, engine_settings, int_list, print_json
+from tuner.commands.args import add_knob_flags, engine_settings, print_json
 from tuner.engine import trace_format
 from tuner.engine.trace_format import TraceError
 from tuner.traces.budgets import BudgetError
@@ -20,6 +20,7 @@ from tuner.traces.importers import (
     Options,
     import_trace,
 )
+from tuner.traces.sizes import FORMS, parse_sizes
 from tuner.traces.stats import trace_stats
 
 
@@ -36,6 +37,15 @@ def reporting_trace_errors(func):
             return 2
 
     return wrapper
+
+
+SIZE_FORMS = FORMS.replace("%", "%%")  # for argparse help, which formats it with %
+
+
+def print_notes(notes: list[str]) -> None:
+    """A report's notes, warnings (which say so themselves) as they are."""
+    for note in notes:
+        print(note if note.startswith("warning:") else f"note: {note}")
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -78,9 +88,10 @@ def register(p: argparse.ArgumentParser) -> None:
                          "and stale-gate overlap, LRU / 2Q / Belady / pinning hit rates; "
                          "several traces side by side")
     st.add_argument("files", type=Path, nargs="+", metavar="FILE")
-    st.add_argument("--slots", type=int_list("arena sizes", 1),
-                    help="arena sizes of the cache figures "
-                    "(default: 12.5, 25, 50 and 75 %% of the layer-expert pairs)")
+    st.add_argument("--slots", metavar="SIZES",
+                    help="arena sizes of the cache figures, comma-separated, each "
+                    f"{SIZE_FORMS} (default: 12.5, 25, 50 and 75 %% of the layer-expert "
+                    "pairs)")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=_stats)
 
@@ -145,7 +156,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 CACHE_NAMES = {"lru": "LRU", "2q": "two-hit LRU", "opt": "Belady (opt)",
-               "pin": "most-routed pinned"}
+               "static": "most-routed pinned"}
 # (label, key in totals, decimals) of the one-number figures, in the order they are compared
 SUMMARY = (("top-10 % experts' share of routings, %", "top10_share", 1),
            ("Gini of routing counts", "gini", 2),
@@ -210,7 +221,9 @@ def _print_layers(name: str, st: dict) -> None:
 
 @reporting_trace_errors
 def _stats(args: argparse.Namespace) -> int:
-    all_stats = [trace_stats(trace_format.load(f), args.slots) for f in args.files]
+    traces = [trace_format.load(f) for f in args.files]
+    all_stats = [trace_stats(t, parse_sizes(args.slots, t, "--slots") if args.slots else None)
+                 for t in traces]
     if args.json:
         print_json({"traces": [{"file": str(f), **st} for f, st in zip(args.files, all_stats)]})
         return 0

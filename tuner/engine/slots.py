@@ -168,6 +168,28 @@ class SlotMap:
             out[r] = Claim(MISS, slot)
         return cast("list[Claim]", out)  # the two passes filled every entry
 
+    def read_ahead(self, target: int, guess: list[int], limit: int, touch: bool = False
+                   ) -> list[tuple[int, Key | None]]:
+        """Places the guessed experts of layer `target` that are not in the arena into
+        victim slots of other layers' (or with quotas, of its own), as speculation (state
+        SPEC), up to `limit` of them (0 = all): (slot, the key it evicted) each, for the
+        caller to read into. A guess already resident or in flight costs nothing; with
+        `touch` a resident one is promoted as a speculative hit."""
+        placed: list[tuple[int, Key | None]] = []
+        for e in guess:
+            slot = self.find((target, e))
+            if slot is not None:
+                if touch and self.state[slot] == RESIDENT:
+                    self.policy.touch(slot)
+                continue
+            if limit and len(placed) >= limit:
+                break
+            slot = self.victim(avoid_layer=target, layer=target)
+            if slot is None:
+                break
+            placed.append((slot, self.place(slot, (target, e), SPEC)))
+        return placed
+
     def place(self, slot: int, key: Key, state: str) -> Key | None:
         """Puts `key` into `slot` (a victim), returning the key it evicted."""
         evicted = None

@@ -13,7 +13,6 @@ from __future__ import annotations
 from tuner.config import Config
 from tuner.engine.arena import Arena, Fetch
 from tuner.engine.counters import Counters
-from tuner.engine.slots import RESIDENT, SPEC
 
 
 class Speculator:
@@ -26,29 +25,19 @@ class Speculator:
 
     def issue(self, cfg: Config, target: int, guess: list[int]) -> None:
         """Reads ahead the guessed experts of layer `target` that are not in the arena,
-        up to `prefetch_max`, each into the policy's first eligible slot of another layer."""
+        up to `prefetch_max`, each into the policy's first eligible slot of another layer
+        (the slot map chooses them, as for a replay)."""
         slots, add = self.arena.slots, self.counters.add
-        issued = 0
-        for e in guess:
-            key = (target, e)
-            slot = slots.find(key)
-            if slot is not None:  # resident or already in flight: costs nothing
-                if cfg.prefetch_touch and slots.state[slot] == RESIDENT:
-                    slots.policy.touch(slot)
-                continue
-            if cfg.prefetch_max and issued >= cfg.prefetch_max:
-                break
-            slot = slots.victim(avoid_layer=target, layer=target)
-            if slot is None:
-                break
-            evicted = slots.place(slot, key, SPEC)
+        for slot, evicted in slots.read_ahead(target, guess, cfg.prefetch_max,
+                                              cfg.prefetch_touch):
             if evicted is not None:
                 add(evicted[0], "evictions")
+            key = slots.key[slot]
+            assert key is not None  # read_ahead has just placed the guess there
             fetch = self.arena.fetch(key, slot, speculative=True)
             self.pending[target].append(fetch)
             self._by_slot[slot] = fetch
             add(target, "pf_issued")
-            issued += 1
 
     def claim(self, layer: int, slot: int) -> Fetch:
         """The speculation in `slot`, claimed by layer `layer`'s router."""

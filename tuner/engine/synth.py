@@ -1,21 +1,35 @@
 """Deterministic generator of the embedded demo model (no download, no training).
 
 The weights are random but structured so that routing fails the way a real MoE's does
-(figures in the README, measured with `tuner trace stats`):
+(figures in the README, measured with `tuner trace stats` and `tuner realism`):
 
 * mild popularity, every expert used: each router row is a random direction plus a small
   per-expert component along a shared direction `mu` (a popularity bias), as a trained
-  router with a load-balancing loss would leave it;
+  router with a load-balancing loss would leave it; drawn log-normal (`popularity_tail`),
+  a few experts stand above a flat bulk, as in real logs (top-10 % share 15-17 % at a
+  Gini of 0.12-0.14);
 * topic locality: tokens belong to topics (orthonormal directions in the embeddings), each
   layer's router gives every topic a few preferred experts in a balanced design (each
   expert preferred by equally many topics), and the LM head leans towards the current
-  token's topic, so text dwells on a topic for a few tokens and then moves on: consecutive
-  tokens route alike, while the whole text still spreads over all experts;
+  token's topic, so text returns to a topic now and then: consecutive tokens route a little
+  alike, while the whole text still spreads over all experts;
+* the token itself: a token's own random part of its embedding (`noise`) moves its routing
+  too, so routing is not decided by the topic alone;
+* domains (v3): tokens also belong to domains across the topics; the LM head leans hard
+  towards the current token's domain, so a conversation keeps the domain its prompt ended
+  in and draws on that part of the vocabulary: routing drifts from conversation to
+  conversation;
+* layers of their own character (v3): each layer's topic affinity and popularity are the
+  recipe's times a factor drawn for that layer (`layer_spread`), so some layers are flat,
+  some concentrated, in no order of depth;
 * depth: each layer writes a share of the residual stream's norm that falls from the first
   layer to the last (geometrically, by relative depth), so a layer's input predicts the next
   layer's routing better the deeper it is, whatever the layer count; the routers read the
   topic and popularity directions scaled to the residual stream's expected norm, so the
   structure holds at depth instead of being washed out.
+
+The recipe's defaults are the v2 demo's structure, which the tiny, deep and real-shape
+recipes keep (their bytes do not change); the v3 demo model sets the fields above.
 
 The files are a Hugging Face checkpoint (Qwen3-MoE for the demo model; the real-shape
 recipes use their model's own architecture where the engine has it): config.json, one
@@ -79,22 +93,36 @@ class Recipe:
     rope_theta: float = 1_000_000.0
     rms_eps: float = 1e-6
     topics: int = 64
+    # token domains, (id // topics) % domains, across topics (0: none): text keeps its
+    # domain for long, and routers lean by domain, so routing drifts slowly
+    domains: int = 0
     seed: int = 1234
     # embeddings, per coordinate
     shared: float = 0.5  # the shared direction mu
     topic: float = 1.3  # the token's topic direction
+    domain: float = 0.0  # the token's domain direction
     noise: float = 0.6  # the token's own random part
     # routers, in units of a router row's random part
     popularity: float = 1.3  # spread of the per-expert bias along mu
+    # > 0: that bias drawn log-normal (exp(tail * z), centred and scaled to the same
+    # spread), so a few experts are well above the rest and most sit close together
+    popularity_tail: float = 0.0
     affinity: float = 4.5  # weight of an expert's preferred topics
+    domain_affinity: float = 0.0  # spread of an expert's (Gaussian) lean by domain
     router_gain: float = 2.0  # router logit scale
+    # each layer's affinity and popularity times exp(spread * z), z drawn per layer: layers
+    # of their own character (flat, concentrated, topical) in no order of depth
+    layer_spread: float = 0.0
     # depth: the MoE block's output norm as a share of the residual stream's
     update_first: float = 0.6
     update_last: float = 0.15
     attn_share: float = 0.07  # attention's output next to the MoE block's
-    # LM head: sampling sharpness and the pull towards the current topic
+    # LM head: sampling sharpness, how much a token's row follows its own embedding, and
+    # the pulls towards the current token's topic and domain
     lm_gain: float = 0.55
+    lm_self: float = 1.0
     lm_topic: float = 1.0
+    lm_domain: float = 0.0
 
     @property
     def id(self) -> str:
@@ -151,7 +179,12 @@ class Recipe:
         }
 
 
-DEFAULT = Recipe()
+# v3: routing measured against public route logs (`tuner realism`): temporal reuse in their
+# range (weaker topic dwell, the token's own part larger), domains that hold a conversation,
+# a few popular experts over a flat bulk, and layers of their own character.
+DEFAULT = Recipe(name="strata-demo-16x64-v3", noise=1.2, domains=16, domain=2.0,
+                 affinity=4.0, popularity=0.9, popularity_tail=1.2, layer_spread=0.5,
+                 lm_gain=1.2, lm_self=0.2, lm_topic=2.0, lm_domain=4.0)
 # 64 layers of small experts: a model as deep as the large ones, for the UIs' benchmarks.
 # Four times the layers write less each (or the stream would forget the token's topic by
 # the last layer, and with it the text's locality), and lean harder on the topic.
@@ -204,9 +237,12 @@ def like(trace: Trace, hidden_size: int, expert_width: int) -> Recipe:
     """The demo model in a routing trace's shape (layers, experts, top-k), for the trace to
     drive; the name says the shape, so each shape is made once."""
     L, E, K = trace.layers, trace.num_experts, trace.top_k
-    return replace(DEFAULT, name=f"strata-like-{L}x{E}-top{K}-{hidden_size}x{expert_width}-v2",
+    room = hidden_size - 1  # directions besides mu, for the topics and then the domains
+    topics = min(DEFAULT.topics, max(1, room - DEFAULT.domains))
+    return replace(DEFAULT, name=f"strata-like-{L}x{E}-top{K}-{hidden_size}x{expert_width}-v3",
                    num_layers=L, num_experts=E, top_k=K, hidden_size=hidden_size,
-                   expert_width=expert_width, topics=min(DEFAULT.topics, hidden_size - 1))
+                   expert_width=expert_width, topics=topics,
+                   domains=min(DEFAULT.domains, room - topics))
 
 
 def _randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
@@ -225,6 +261,7 @@ class Stream:
 
     mu: torch.Tensor  # [D] unit
     topics: torch.Tensor  # [T, D] unit rows, orthogonal to mu and to each other (T < D)
+    domains: torch.Tensor  # [N, D] unit rows, orthogonal to mu, the topics and each other
     norm0: float  # expected norm of an embedding
     probes: torch.Tensor  # [P, D] inputs of a MoE block (RMS-normalised embeddings)
 
@@ -239,7 +276,16 @@ def global_weights(r: Recipe) -> tuple[dict[str, torch.Tensor], Stream]:
     topic_of = torch.arange(V) % r.topics
     emb = math.sqrt(D) * (r.shared * mu + r.topic * topics[topic_of]) + _randn(
         g, V, D, scale=r.noise)
-    lm = _unit(_unit(emb) + r.lm_topic * topics[topic_of]) * r.lm_gain
+    if r.domains and r.topics + r.domains > D - 1:
+        raise ValueError(f"topics {r.topics} + domains {r.domains} need a hidden size above "
+                         f"their sum; hidden_size is {D}")
+    pull = r.lm_topic * topics[topic_of]  # the LM head's lean towards the token's topic
+    domains = basis[r.topics: r.topics + r.domains]  # after the topics' (none drawn)
+    if r.domains:
+        domain_of = torch.arange(V) // r.topics % r.domains
+        emb += math.sqrt(D) * r.domain * domains[domain_of]
+        pull = pull + r.lm_domain * domains[domain_of]
+    lm = _unit(r.lm_self * _unit(emb) + pull) * r.lm_gain
     probes = _unit(emb[torch.randint(0, V, (PROBES,), generator=g)]) * math.sqrt(D)
     norm0 = float(emb.norm(dim=1).mean())
     weights = {
@@ -247,7 +293,7 @@ def global_weights(r: Recipe) -> tuple[dict[str, torch.Tensor], Stream]:
         "model.norm.weight": torch.ones(D),
         "lm_head.weight": lm,
     }
-    return weights, Stream(mu, topics, norm0, probes)
+    return weights, Stream(mu, topics, domains, norm0, probes)
 
 
 def _preferences(r: Recipe, g: torch.Generator) -> torch.Tensor:
@@ -308,7 +354,15 @@ def layer_weights(r: Recipe, layer: int, stream: Stream) -> dict[str, torch.Tens
     rand = _randn(g, E, D, scale=1 / math.sqrt(D))
     rand -= (rand @ stream.mu)[:, None] * stream.mu  # popularity only through `popularity`
     pop = _randn(g, E, scale=r.popularity)
-    structure = r.affinity * _preferences(r, g) @ stream.topics + pop[:, None] * stream.mu
+    if r.popularity_tail and r.popularity:
+        t = r.popularity_tail
+        mean, std = math.exp(t * t / 2), math.sqrt((math.exp(t * t) - 1) * math.exp(t * t))
+        pop = r.popularity * (torch.exp(t * pop / r.popularity) - mean) / std
+    affinity, popularity, by_domain = _character(r, layer)
+    structure = (affinity * _preferences(r, g) @ stream.topics
+                 + popularity * pop[:, None] * stream.mu)
+    if r.domains:
+        structure += by_domain @ stream.domains
     router = (rand + grown / math.sqrt(D) * structure) * r.router_gain
     experts = [tuple(_randn(g, *shape, scale=1 / math.sqrt(shape[1])).to(dtype)
                      for shape in ((I, D), (I, D), (D, I))) for _ in range(E)]
@@ -340,6 +394,17 @@ def layer_weights(r: Recipe, layer: int, stream: Stream) -> dict[str, torch.Tens
                                                              scale=scale / math.sqrt(S))
         w[p + "mlp.shared_expert_gate.weight"] = torch.zeros(1, D)
     return w
+
+def _character(r: Recipe, layer: int) -> tuple[float, float, torch.Tensor]:
+    """The layer's topic affinity, its popularity's scale (times `popularity`) and each
+    expert's lean by domain [E, N]: the recipe's, each scale times exp(layer_spread * z).
+    Drawn from the layer's own seed, apart from its weights', so recipes without domains or
+    spread keep their bytes."""
+    g = torch.Generator().manual_seed(r.seed * 7919 + layer)
+    a, p, d = torch.exp(r.layer_spread * torch.randn(3, generator=g)).tolist()
+    by_domain = _randn(g, r.num_experts, r.domains, scale=r.domain_affinity * d)
+    return r.affinity * a, p, by_domain
+
 
 def _qk_norms(r: Recipe, prefix: str) -> dict[str, torch.Tensor]:
     """Qwen3-MoE normalises q and k per head, OLMoE over the whole projection; the others

@@ -23,7 +23,8 @@ KINDS = {
                "(rows kept, in file order)",
     "ignored_field": "fields or columns the importer does not use (give --sequence-key or "
                      "--probs-key if one holds sequence ids or gate weights)",
-    "warmup": "rows of warm-up and profiling batches before the prefill (dropped)",
+    "warmup": "rows of warm-up batches: dummy profiling and capture runs (every row routed "
+              "alike) and batches before the first round of requests (dropped)",
     "other_phase": "rows of the phase not imported (dropped; see --phase)",
     "duplicate_routing": "a token and layer routed twice (the first row kept)",
     "trimmed": "a sequence's last token routed at only some layers, as when a log ends "

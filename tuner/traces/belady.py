@@ -9,6 +9,7 @@ and 2Q (pinned slots are skipped), so the bound is measured on the same victim p
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Iterator
 
@@ -22,6 +23,9 @@ class Belady:
         self._keys = keys  # the slot map's slot -> key list, read when a slot is claimed
         self._uses = {key: deque(times) for key, times in uses.items()}  # ascending steps
         self._next: dict[int, float] = {}  # slot -> step of its key's next use
+        # (-next use, slot), farthest first and ties by slot, so replay is repeatable; kept
+        # sorted as next uses change rather than sorted at every eviction
+        self._order: list[tuple[float, int]] = []
         self.now = -1  # the step being claimed
 
     def _next_use(self, slot: int) -> float:
@@ -30,18 +34,24 @@ class Belady:
             times.popleft()
         return times[0] if times else math.inf
 
+    def _update(self, slot: int) -> None:
+        self.remove(slot)
+        self._next[slot] = nxt = self._next_use(slot)
+        insort(self._order, (-nxt, slot))
+
     def insert(self, slot: int, speculative: bool) -> None:
-        self._next[slot] = self._next_use(slot)
+        self._update(slot)
 
     def claim(self, slot: int) -> None:
-        self._next[slot] = self._next_use(slot)
+        self._update(slot)
 
     def remove(self, slot: int) -> None:
-        self._next.pop(slot, None)
+        nxt = self._next.pop(slot, None)
+        if nxt is not None:
+            del self._order[bisect_left(self._order, (-nxt, slot))]
 
     def victims(self) -> Iterator[int]:
-        # Farthest next use first; ties (never used again) by slot, so replay is repeatable.
-        yield from sorted(self._next, key=lambda s: (-self._next[s], s))
+        return (slot for _, slot in self._order)
 
 
 def future_uses(rows: list[list[list[int]]]) -> dict[Key, list[int]]:

@@ -19,6 +19,7 @@ from tuner.engine.trace_format import Trace
 from tuner.errors import TunerError
 from tuner.knobs import even_budgets
 from tuner.traces.replay import pct, replay_rows
+from tuner.traces.sizes import below_working_set, in_working_sets, working_set
 
 WEIGHTS = ("hits", "stall")
 EVEN = "even"  # --budgets even: the arena shared evenly among the layers
@@ -76,7 +77,21 @@ def plan(trace: Trace, slots: int, weights: str = "hits") -> dict:
             checked[name]["stall_ms"] = round(float(w @ r.misses), 1)
     return {"model": trace.meta.get("model"), "num_experts": trace.num_experts,
             "layers_count": trace.layers, "tokens": trace.tokens, "slots": slots,
-            "weights": weights, "quotas": quotas, "layers": layers, "replay": checked}
+            "working_set": working_set(trace), "working_sets": in_working_sets(slots, trace),
+            "weights": weights, "quotas": quotas, "layers": layers, "replay": checked,
+            "notes": _notes(trace, slots, quotas)}
+
+
+def _notes(trace: Trace, slots: int, quotas: list[int]) -> list[str]:
+    """Warnings: an arena below one token's working set, layers below one routing."""
+    out = [f"warning: {below_working_set(slots, trace)}"] if below_working_set(slots, trace) \
+        else []
+    short = [l for l, q in enumerate(quotas) if q < trace.top_k]
+    if short:
+        out.append(f"warning: layer(s) {', '.join(map(str, short))} get fewer slots than one "
+                   f"routing (top-{trace.top_k}): the hits they give up cost less than they "
+                   "buy elsewhere, but those layers miss nearly every lookup")
+    return out
 
 
 def load(path: Path) -> dict:

@@ -6,7 +6,9 @@ replayed through the engine's slot map and policies (`replay_rows`), the older h
 warming the arena and the window's tokens counted, at sizes around the current arena.
 The gap between the running policy and `opt` at the current size is what a better policy
 could win; the rise of the running policy's curve above the current size is what more
-slots would buy.
+slots would buy. Sizes are also given in working sets (one token's layers x top-k
+routings); one working set is always among them, as below it LRU and 2Q hit next to
+nothing, and an arena below it comes with a warning.
 
 The replays are plain Python: in a thread of the engine's process they would hold the GIL
 the decode thread needs, so `LiveCurve` runs them in a worker process, one at a time, and
@@ -29,19 +31,23 @@ from typing import Any
 import numpy as np
 
 from tuner.engine.counters import IDX
+from tuner.engine.policies import POLICIES as CACHE_POLICIES
 from tuner.engine.trace_format import Trace
-from tuner.traces.replay import POLICY_NAMES, notes, pct, replay_rows
+from tuner.traces.replay import notes, pct, replay_rows
+from tuner.traces.sizes import in_working_sets, pairs, working_set
 
 log = logging.getLogger(__name__)
 
 SIZE_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # times the current arena
 MIN_INTERVAL_S = 2.0  # between two curves of a session that keeps decoding
+POLICIES = (*CACHE_POLICIES, "opt")  # the engine's cache policies and Belady's bound
 
 
-def curve_sizes(arena: int, pairs: int) -> list[int]:
-    """Arena sizes around `arena`, capped at the model's layer-expert pairs; `arena` is
-    always one of them."""
-    return sorted({min(pairs, max(1, round(arena * f))) for f in SIZE_FACTORS} | {arena})
+def curve_sizes(arena: int, pairs: int, working_set: int) -> list[int]:
+    """Arena sizes around `arena`, capped at the model's layer-expert pairs; `arena` and
+    one working set (within the pairs) are always among them."""
+    around = {min(pairs, max(1, round(arena * f))) for f in SIZE_FACTORS}
+    return sorted(around | {arena, min(pairs, working_set)})
 
 
 def hit_curve(routings: np.ndarray, counted: int, num_experts: int, arena: int,
@@ -53,14 +59,15 @@ def hit_curve(routings: np.ndarray, counted: int, num_experts: int, arena: int,
     trace = Trace(routings, {"num_experts": num_experts, "settings": settings})
     rows, layers = trace.rows(), trace.layers
     warm = max(0, trace.tokens - counted)
-    sizes = curve_sizes(arena, layers * num_experts)
+    sizes = curve_sizes(arena, pairs(trace), working_set(trace))
     rates: dict[str, list[float | None]] = {}
-    for policy in POLICY_NAMES:
+    for policy in POLICIES:
         runs = [replay_rows(rows, layers, policy, n, counted_from=warm) for n in sizes]
         rates[policy] = [pct(r.hits.sum(), r.lookups.sum()) for r in runs]
-    return {"sizes": sizes, "hit_rate": rates, "tokens": trace.tokens - warm,
-            "warmup_tokens": warm, "notes": notes(trace),
-            "seconds": round(time.perf_counter() - started, 3)}
+    return {"sizes": sizes, "working_set": working_set(trace),
+            "working_sets": [in_working_sets(n, trace) for n in sizes], "hit_rate": rates,
+            "tokens": trace.tokens - warm, "warmup_tokens": warm,
+            "notes": notes(trace, [arena]), "seconds": round(time.perf_counter() - started, 3)}
 
 
 def _key(session) -> tuple:
@@ -95,7 +102,7 @@ def _summary(source: dict[str, Any], curve: dict[str, Any]) -> dict[str, Any]:
     what the next size up would buy under the running policy."""
     sizes, rates, policy = curve["sizes"], curve["hit_rate"], source["policy"]
     i = sizes.index(source["arena"])
-    here = {p: rates[p][i] for p in POLICY_NAMES}
+    here = {p: rates[p][i] for p in POLICIES}
     gap = None if None in (here["opt"], here[policy]) else round(here["opt"] - here[policy], 2)
     nxt = None
     if i + 1 < len(sizes) and None not in (rates[policy][i + 1], here[policy]):

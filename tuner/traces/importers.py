@@ -316,19 +316,83 @@ def _batches(rows: list[tuple[int, _Route]]) -> list[list[_Route]]:
     return batches
 
 
-def phases(sizes: list[int]) -> tuple[int, int | None, int]:
-    """(decode batch size B, index of the prefill batch or None, index of the first decode
-    batch) from the batch sizes: B is the most common size (decode steps dominate a run),
-    the decode phase is the longest tail of batches of at most B rows that never grows,
-    the prefill the larger batch just before it, and everything earlier is warm-up."""
-    counts = Counter(sizes)
+@dataclass(frozen=True)
+class Round:
+    """One run of requests: its prefill batch (None when the log starts in decode) and its
+    decode batches, indices into the batch list."""
+
+    prefill: int | None
+    decode: range
+
+
+def _dummy(batches: list[list[_Route]]) -> bool:
+    """vLLM's profiling and graph-capture runs feed dummy tokens, so every row of such a
+    batch routes alike at every layer; no real batch of two or more rows does."""
+    return all(len(b) > 1 and all(r.experts == b[0].experts for r in b) for b in batches)
+
+
+def phases(sizes: list[int], dummy: list[bool] | None = None) -> tuple[int, list[Round]]:
+    """(decode batch size B, the rounds) from the batch sizes and which batches are dummy
+    runs. B is the most common size of the other batches (decode steps dominate a run).
+    From the end back, a round is a run of decode batches of at most B rows that never
+    grows, after the larger batch that prefilled it; rounds are taken back to the first
+    batch that is neither. Dummy batches and everything before the first round are
+    warm-up; a log with no prefilled round keeps its last decode run."""
+    dummy = dummy or [False] * len(sizes)
+    real = [i for i in range(len(sizes)) if not dummy[i]]
+    if not real:
+        return 0, []
+    counts = Counter(sizes[i] for i in real)
     B = max(counts, key=lambda s: (counts[s], -s))
-    first = len(sizes)
-    while first > 0 and sizes[first - 1] <= B and (
-            first == len(sizes) or sizes[first - 1] >= sizes[first]):
-        first -= 1
-    prefill = first - 1 if first > 0 and sizes[first - 1] > B else None
-    return B, prefill, first
+    rounds: list[Round] = []
+    end = len(real)
+    while end > 0:
+        first = end
+        while first > 0 and sizes[real[first - 1]] <= B and (
+                first == end or sizes[real[first - 1]] >= sizes[real[first]]):
+            first -= 1
+        prefilled = first > 0 and sizes[real[first - 1]] > B
+        if first == end or (rounds and not prefilled):
+            break
+        rounds.append(Round(real[first - 1] if prefilled else None,
+                            range(real[first], real[end - 1] + 1)))
+        if not prefilled:
+            break
+        end = first - 1
+    return B, rounds[::-1]
+
+
+def _requests_by_id(batches: list[list[_Route]]) -> bool:
+    """Whether req_id names the request of a decode row: the ids tell each batch's rows
+    apart and come back in later batches (loggers that number forward calls give each
+    batch an id of its own; real batched runs often log one id for everything)."""
+    ids = [[r.request for r in b] for b in batches]
+    if not ids or any(len(set(b)) != len(b) for b in ids):
+        return False
+    seen = Counter(i for b in ids for i in set(b))
+    return any(n > 1 for n in seen.values())
+
+
+def _phase_notes(sizes: list[int], dummy: list[bool], B: int, rounds: list[Round]
+                 ) -> list[str]:
+    kept = {i for r in rounds for i in (*r.decode, *([r.prefill] if r.prefill is not None
+                                                     else []))}
+    notes = [f"{len(sizes)} forward batches (token_idx restarts): "
+             f"{len(sizes) - len(kept)} warm-up ({sum(dummy)} of them dummy runs, every row "
+             f"routed alike), {len(rounds)} round(s) of requests, decode batches of up to "
+             f"{B} rows"]
+    for n, r in enumerate(rounds):
+        prefill = (f"a prefill of {sizes[r.prefill]} rows" if r.prefill is not None
+                   else "no prefill")
+        notes.append(f"round {n}: {prefill}, {len(r.decode)} decode steps of "
+                     f"{sizes[r.decode[0]]} requests")
+        steps = list(r.decode)
+        for a, b in zip(steps, steps[1:]):
+            if sizes[b] != sizes[a]:
+                notes.append(f"round {n}: decode batch size {sizes[a]} -> {sizes[b]} at "
+                             f"decode step {b - r.decode[0]}: from there row i is taken as "
+                             "request i (the log does not say which request ended)")
+    return notes
 
 
 def read_vllm(files: list[Path], problems: Problems, opts: Options) -> Source:
@@ -368,29 +432,29 @@ def read_vllm(files: list[Path], problems: Problems, opts: Options) -> Source:
         if [len(b) for b in bs] != sizes:
             notes.append(f"layer {layer} has {len(bs)} batches of other sizes than layer "
                          f"{first_layer}'s {len(sizes)}: batches matched by their order")
-    B, prefill, first = phases(sizes)
-    warmup = prefill if prefill is not None else first
-    prefilled = f"1 prefill of {sizes[prefill]} rows" if prefill is not None else "no prefill"
-    notes.append(f"{len(sizes)} forward batches (token_idx restarts): {warmup} warm-up, "
-                 f"{prefilled}, {len(sizes) - first} decode of {B} rows")
-    for step in range(first + 1, len(sizes)):
-        if sizes[step] != sizes[step - 1]:
-            notes.append(f"decode batch size {sizes[step - 1]} -> {sizes[step]} at decode "
-                         f"step {step - first}: from there row i is taken as request i")
-    # Requests by req_id when the ids tell the decode rows apart, else by row (real logs
-    # carry one req_id for a whole batched run).
-    decode = [b for bs in batches.values() for b in bs[first:]]
-    by_id = len({r.request for b in decode for r in b}) > 1 and all(
-        len({r.request for r in b}) == len(b) for b in decode)
+    if len(sizes) == 1:  # no forward batch can be told from another
+        notes.append("token_idx never restarts, so the log's forward batches (warm-up, "
+                     "prefill, decode steps) cannot be told apart: its rows are kept in file "
+                     "order as one sequence")
+        routings = [Routing(r.where, (("log",), i), layer, r.experts, r.probs)
+                    for layer, bs in batches.items() for i, r in enumerate(bs[0])]
+        return Source(routings, meta, notes)
+    dummy = [_dummy([bs[i] for bs in batches.values() if i < len(bs)])
+             for i in range(len(sizes))]
+    B, rounds = phases(sizes, dummy)
+    notes += _phase_notes(sizes, dummy, B, rounds)
+    phase_of: dict[int, tuple[str, int]] = {}  # batch -> (phase, round)
+    for n, r in enumerate(rounds):
+        if r.prefill is not None:
+            phase_of[r.prefill] = ("prefill", n)
+        phase_of.update({i: ("decode", n) for i in r.decode})
+    decode = [b for bs in batches.values() for i, b in enumerate(bs)
+              if phase_of.get(i, ("",))[0] == "decode"]
+    by_id = _requests_by_id(decode)
     routings: list[Routing] = []
     for layer, bs in batches.items():
         for index, batch in enumerate(bs):
-            if index < warmup:
-                phase = "warm-up"
-            elif index == prefill:
-                phase = "prefill"
-            else:
-                phase = "decode"
+            phase, n = phase_of.get(index, ("warm-up", -1))
             if phase == "warm-up" or (opts.phase != "all" and phase != opts.phase):
                 problems.add("warmup" if phase == "warm-up" else "other_phase",
                              f"{batch[0].where}: {phase} batch {index}, {len(batch)} rows",
@@ -398,13 +462,14 @@ def read_vllm(files: list[Path], problems: Problems, opts: Options) -> Source:
                 continue
             for row, route in enumerate(batch):
                 if phase == "prefill":
-                    key = (("prefill",), row)
+                    key = (("prefill", n), row)
                 else:  # one stream per request
-                    key = (("request", route.request if by_id else row), index - first)
+                    step = index - rounds[n].decode[0]
+                    key = (("request", n, route.request if by_id else row), step)
                 routings.append(Routing(route.where, key, layer, route.experts, route.probs))
-    if prefill is not None and opts.phase != "decode":
-        notes.append("the prefill batch holds every prompt concatenated; the log does not "
-                     "say where one ends, so it is one sequence")
+    if opts.phase != "decode" and any(r.prefill is not None for r in rounds):
+        notes.append("a prefill batch holds every prompt of its round concatenated; the log "
+                     "does not say where one ends, so each is one sequence")
     return Source(routings, meta, notes)
 
 

@@ -7,8 +7,8 @@ whether a cache decision transfers to a real model:
   baseline (the overlap popularity alone gives), and the stale-gate's when the trace has
   its scores;
 * cache headroom: LRU, two-hit LRU and Belady's bound replayed, and the most-routed pairs
-  pinned (a static oracle that knows the whole trace's counts), at 12.5, 25, 50 and 75 %
-  of the layer-expert pairs.
+  pinned (`static`, an oracle that knows the whole trace's counts), at 12.5, 25, 50 and
+  75 % of the layer-expert pairs (modes.py).
 
 The same figures for the embedded model's traffic and for an imported one, so an operator
 can compare the two. Overlaps are scored as the engine's probe scores them: a sequence's
@@ -25,8 +25,7 @@ from tuner.engine.trace_format import Trace
 from tuner.traces.replay import pct, replay_rows
 
 ARENA_SHARES = (0.125, 0.25, 0.5, 0.75)  # of the trace's layer-expert pairs
-REPLAYED = ("lru", "2q", "opt")
-CACHES = (*REPLAYED, "pin")
+CACHES = ("lru", "2q", "opt", "static")
 
 
 def arena_sizes(trace: Trace) -> list[int]:
@@ -75,19 +74,20 @@ def stale_overlap(trace: Trace, layer: int) -> tuple[int, int, int, int]:
     return scored, routed, named, whole
 
 
-def trace_stats(trace: Trace, sizes: list[int] | None = None) -> dict:
+def trace_stats(trace: Trace, sizes: list[int] | None = None,
+                caches: tuple[str, ...] = CACHES) -> dict:
+    """The figures above; `caches`: the replay modes of the cache figures (none: the shape
+    figures alone, which cost no replay)."""
     rows = trace.rows()
     L, E = trace.layers, trace.num_experts
     sizes = sorted(set(sizes)) if sizes else arena_sizes(trace)
     ex = trace.experts
     counts = np.stack([np.bincount(ex[:, l][ex[:, l] >= 0], minlength=E) for l in range(L)])
     lookups = counts.sum(axis=1)  # [L]
-    hits = {p: np.stack([replay_rows(rows, L, p, n).hits for n in sizes]) for p in REPLAYED}
-    # the n most-routed pairs pinned for the whole trace: they hit every time they are routed
-    order = np.argsort(-counts.ravel(), kind="stable")
-    hits["pin"] = np.stack([np.bincount(order[:n] // E, weights=counts.ravel()[order[:n]],
-                                        minlength=L) for n in sizes])
-    starts = set(trace.sequence_starts)
+    starts = trace.sequence_starts
+    hits = {p: np.stack([replay_rows(rows, L, p, n, starts=starts).hits for n in sizes])
+            for p in caches}
+    starts = set(starts)
     prev_sums, stale_sums, shuffled = np.zeros(4, dtype=np.int64), np.zeros(4, np.int64), 0.0
     layers = []
     for l in range(L):
@@ -108,7 +108,7 @@ def trace_stats(trace: Trace, sizes: list[int] | None = None) -> dict:
             stale = stale_overlap(trace, l)
             stale_sums += stale
             row.update(stale_pct=pct(stale[2], stale[1]), stale_whole_pct=pct(stale[3], stale[0]))
-        row["hit_rate"] = {p: [pct(h[l], lookups[l]) for h in hits[p]] for p in CACHES}
+        row["hit_rate"] = {p: [pct(h[l], lookups[l]) for h in hits[p]] for p in caches}
         layers.append(row)
 
     def mean(key: str) -> float:
@@ -126,7 +126,7 @@ def trace_stats(trace: Trace, sizes: list[int] | None = None) -> dict:
         "stale_pct": pct(stale_sums[2], stale_sums[1]) if trace.stale is not None else None,
         "stale_whole_pct": (pct(stale_sums[3], stale_sums[0]) if trace.stale is not None
                             else None),
-        "hit_rate": {p: [pct(h.sum(), lookups.sum()) for h in hits[p]] for p in CACHES},
+        "hit_rate": {p: [pct(h.sum(), lookups.sum()) for h in hits[p]] for p in caches},
     }
     return {"model": trace.meta.get("model"), "source": trace.meta.get("source"),
             "tokens": trace.tokens, "layers_count": L, "num_experts": E,

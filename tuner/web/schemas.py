@@ -28,6 +28,8 @@ class Curve(BaseModel):
     at_token: int | None = Field(None, description="tokens decoded when the routing was read")
     window: int | None = Field(None, description="tokens of the window")
     sizes: list[int] = Field([], description="arena sizes replayed")
+    working_set: int | None = Field(None, description="one token's routings (layers x top-k)")
+    working_sets: list[float] = Field([], description="each size in working sets")
     hit_rate: dict[str, list[float | None]] = Field({}, description="policy (lru, 2q, opt) "
                                                     "-> hit rate % at each size")
     tokens: int | None = Field(None, description="tokens counted (the window's)")

@@ -68,12 +68,13 @@ def curve_text(c: dict[str, Any] | None) -> str:
              f"replayed after {figure(c['warmup_tokens'])} warm-up tokens, at token "
              f"{figure(c['at_token'])} ({figure(c['seconds'])} s) · [$primary]█[/] {policy}, "
              "[$error]░[/] up to the bound",
-             f"  {'slots':>7} {'lru':>6} {'2q':>6} {'opt':>6}"]
+             f"  {'slots':>7} {'ws':>5} {'lru':>6} {'2q':>6} {'opt':>6}"
+             f"   ws: working sets of {figure(c['working_set'])} (layers x top-k)"]
     for i, size in enumerate(c["sizes"]):
         now = size == c["arena"]
         row = " ".join(f"{figure(rates[p][i], '%'):>6}" for p in ("lru", "2q", "opt"))
         live = f"  now, live {figure(c['live_hit_rate'], '%')}" if now else ""
-        lines.append(f"{'▶' if now else ' '} {figure(size):>7} {row}  "
+        lines.append(f"{'▶' if now else ' '} {figure(size):>7} {c['working_sets'][i]:>5} {row}  "
                      f"{bar(rates[policy][i], rates['opt'][i])}{live}")
     summary = f"now {figure(c['arena'])} slots, {policy}"
     if c["gap_pp"] is not None:

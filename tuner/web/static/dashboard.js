@@ -361,7 +361,8 @@
     const next = c.next ? ` · ${figure(c.next.added)} more slots (${figure(c.next.slots)}): ${c.next.gain_pp >= 0 ? "+" : ""}${figure(c.next.gain_pp, "%")} pp with ${c.policy}` : "";
     curveInfo.innerHTML = "";
     const line = document.createElement("span");
-    line.textContent = `now ${figure(c.arena)} slots, ${c.policy}: live ${figure(c.live_hit_rate, "%")} %, replayed lru ${figure(here.lru, "%")} %, 2q ${figure(here["2q"], "%")} %, bound ${figure(here.opt, "%")} %`;
+    const ws = c.working_sets[c.sizes.indexOf(c.arena)];
+    line.textContent = `now ${figure(c.arena)} slots (${ws} working set${ws === 1 ? "" : "s"} of ${figure(c.working_set)}), ${c.policy}: live ${figure(c.live_hit_rate, "%")} %, replayed lru ${figure(here.lru, "%")} %, 2q ${figure(here["2q"], "%")} %, bound ${figure(here.opt, "%")} %`;
     const gap = document.createElement("span");
     gap.className = "gap";
     gap.textContent = c.gap_pp == null ? "" : ` · gap to the bound ${figure(c.gap_pp, "%")} pp`;

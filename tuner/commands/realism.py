@@ -1,0 +1,106 @@
+"""`tuner realism TRACE...`: each trace's routing shape and policy ranking beside the
+model's own routing and public route logs, with Kendall's tau and the verdicts that
+differ spelled out (tuner.traces.realism)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tuner.commands.args import print_json
+from tuner.commands.trace import print_notes, reporting_trace_errors
+from tuner.engine import trace_format
+from tuner.traces import realism
+from tuner.traces.realism import NAMES, SHAPE, SHARES_PCT, Routing
+
+WIDTH = 22  # of a column
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", type=Path, nargs="+", metavar="TRACE",
+                   help="traces (.npz): your routing, imported or recorded")
+    p.add_argument("--model-trace", type=Path, metavar="TRACE",
+                   help="the model's own routing to compare with, recorded by `tuner trace "
+                   "record` (default: the demo model's figures, as measured when it was made)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=main)
+
+
+@reporting_trace_errors
+def main(args: argparse.Namespace) -> int:
+    traces = [realism.measure(trace_format.load(f), f.name) for f in args.files]
+    if args.model_trace:
+        model = realism.measure(trace_format.load(args.model_trace), args.model_trace.name,
+                                "model")
+        measured = f"recorded in {args.model_trace}"
+    else:
+        model, doc = realism.demo_routing()
+        measured = f"as measured when it was made: {doc['measured_with']}"
+    public = realism.public_logs()
+    out = {**realism.report(traces, model, public), "model_measured": measured}
+    if args.json:
+        print_json(out)
+    else:
+        _print(traces, model, public, out)
+    return 0
+
+
+def _about(r: Routing) -> str:
+    return (f"{r.name}: {r.tokens} tokens x {r.layers} layers, top-{r.top_k} of {r.experts}"
+            + (f", {r.phase}" if r.phase else "") + f" ({r.source})")
+
+
+def _num(v: float | None, decimals: int = 1) -> str:
+    return "-" if v is None else f"{v:.{decimals}f}"
+
+
+def _row(label: str, cells: list[str], tail: str = "") -> str:
+    return f"{label:40}" + "".join(f"{c:>{WIDTH}}" for c in cells) + (f"  {tail}" if tail
+                                                                       else "")
+
+
+def _print(traces: list[Routing], model: Routing, public: list[Routing], out: dict) -> None:
+    columns = [*traces, model, *public]
+    for r in traces:
+        print(_about(r))
+    print(f"the model's own routing, {_about(model)}, {out['model_measured']}")
+    print("public route logs (figures only, the logs are not shipped):")
+    for r in public:
+        print(f"  {_about(r)}")
+    print()
+    print(_row("", [c.short[:WIDTH - 1] for c in columns], "public decode logs"))
+    for key, label, decimals in SHAPE:
+        lo, hi = out["decode_range"][key]
+        print(_row(label, [_num(c.shape[key], decimals) for c in columns],
+                   f"{_num(lo, decimals)}-{_num(hi, decimals)}"))
+    sizes = " / ".join(str(s) for s in SHARES_PCT)
+    print(f"\nhit % at {sizes} % of the layer-expert pairs")
+    print(_row("  arena slots", [" ".join(str(n) for n in c.slots) for c in columns]))
+    print(_row("  in working sets (layers x top-k)",
+               [" ".join(_num(w, 2) for w in c.working_sets) for c in columns]))
+    for mode in NAMES:
+        print(_row(f"  {mode}", [" ".join(_num(v) for v in c.hit_rate[mode])
+                                 if mode in c.hit_rate else "not measured" for c in columns]))
+    print(f"\nranking, best first, at {sizes} %:")
+    for c in (*traces, model):
+        for i, share in enumerate(SHARES_PCT):
+            print(f"  {c.name} at {share} %: {' > '.join(c.ranking(i))}")
+    others = [model, *public]
+    print(f"\nKendall's tau-b of the rankings at {sizes} % (over the policies both have):")
+    print(_row("", [o.short[:WIDTH - 1] for o in others]))
+    for t in traces:
+        print(_row(f"  {t.name}", [" ".join(_num(v, 2) for v in out["tau"][t.name][o.name])
+                                   for o in others]))
+    for t in traces:
+        found = out["disagreements"][t.name]
+        print(f"\nwhere {t.name} and {model.name} disagree"
+              + (":" if found else ": nowhere, at any size"))
+        for d in found:
+            print(f"  {d['text']}")
+    print(f"\nthe {len(public)} public logs (beats / within {realism.TIE_PP} pp / loses):")
+    for v in out["public_verdicts"]:
+        if v["share_pct"] == SHARES_PCT[0]:
+            print(f"  {NAMES[v['policy']]} against {NAMES[v['against']]}:", end="")
+        print(f" {v['share_pct']} % {v['beats']}/{v['ties']}/{v['loses']}",
+              end="\n" if v["share_pct"] == SHARES_PCT[-1] else ",")
+    print_notes(out["notes"])
