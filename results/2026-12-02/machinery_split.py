@@ -1,0 +1,62 @@
+"""The machinery ratio's two parts on the CPU: each layer's own work (DeviceStep.run:
+attention, router, table lookup, experts) timed apart from the host's bookkeeping after it,
+against the fully resident model on the same greedy tokens, three rounds. Run from the
+repository root: PYTHONPATH=. python results/2026-12-02/machinery_split.py"""
+
+import time
+from dataclasses import replace
+
+import torch
+
+from tuner.engine import device_step
+from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.decode import Engine
+from tuner.engine.opening import model_folder, pick_device
+from tuner.engine.reference import Resident
+from tuner.settings import load, to_config
+
+TOKENS = 64
+
+torch.set_num_threads(1)
+cfg = to_config(load())
+ckpt = Checkpoint(model_folder(cfg))
+mc, dev = ckpt.config, pick_device(cfg.device)
+# as the machinery section runs it: an arena that holds every expert, nothing speculative
+cfg = replace(cfg, expert_cache=mc.num_layers * mc.num_experts, prefetch="off",
+              moce_bonus=0.0, moce_bonus_r1=0.0, cpu_pool=False)
+resident = Resident(ckpt, cfg.context, dev)
+seq, tok = [], 1
+for pos in range(TOKENS):
+    seq.append(tok)
+    tok = int(torch.argmax(resident.step(tok, pos)))
+engine = Engine(ckpt, cfg, dev)
+
+body_s = 0.0
+layer_run = device_step.DeviceStep.run
+
+
+def timed_run(self, layer):
+    global body_s
+    start = time.perf_counter()
+    layer_run(self, layer)
+    body_s += time.perf_counter() - start
+
+
+device_step.DeviceStep.run = timed_run
+
+
+def ms_per_token(step) -> float:
+    start = time.perf_counter()
+    for pos, t in enumerate(seq):
+        step(t, pos)
+    return (time.perf_counter() - start) / len(seq) * 1e3
+
+
+ms_per_token(engine.step)  # warm: loads every expert the sequence routes to
+for _ in range(3):
+    body_s = 0.0
+    arena = ms_per_token(engine.step)
+    body = body_s / len(seq) * 1e3
+    print(f"arena {arena:.2f} ms/token (layers' own work {body:.2f}, host {arena - body:.2f})"
+          f"  resident {ms_per_token(resident.step):.2f}")
+engine.close()
