@@ -1,6 +1,7 @@
-"""The machinery ratio's two parts on the CPU: each layer's own work (DeviceStep.run:
-attention, router, table lookup, experts) timed apart from the host's bookkeeping after it,
-against the fully resident model on the same greedy tokens, three rounds. Run from the
+"""The machinery ratio's parts on the CPU: each layer's own work (DeviceStep.run: attention,
+router, table lookup, experts) and the logits (DeviceStep.logits) timed apart from the
+host's bookkeeping after each layer, against the fully resident model on the same greedy
+tokens, three rounds. Run from the
 repository root: PYTHONPATH=. python results/2026-12-02/machinery_split.py"""
 
 import time
@@ -31,18 +32,23 @@ for pos in range(TOKENS):
     tok = int(torch.argmax(resident.step(tok, pos)))
 engine = Engine(ckpt, cfg, dev)
 
-body_s = 0.0
-layer_run = device_step.DeviceStep.run
+spent = {"run": 0.0, "logits": 0.0}  # seconds in each timed DeviceStep method
 
 
-def timed_run(self, layer):
-    global body_s
-    start = time.perf_counter()
-    layer_run(self, layer)
-    body_s += time.perf_counter() - start
+def timed(name):
+    inner = getattr(device_step.DeviceStep, name)
+
+    def call(self, *args):
+        start = time.perf_counter()
+        out = inner(self, *args)
+        spent[name] += time.perf_counter() - start
+        return out
+
+    setattr(device_step.DeviceStep, name, call)
 
 
-device_step.DeviceStep.run = timed_run
+timed("run")
+timed("logits")
 
 
 def ms_per_token(step) -> float:
@@ -54,9 +60,9 @@ def ms_per_token(step) -> float:
 
 ms_per_token(engine.step)  # warm: loads every expert the sequence routes to
 for _ in range(3):
-    body_s = 0.0
+    spent.update(run=0.0, logits=0.0)
     arena = ms_per_token(engine.step)
-    body = body_s / len(seq) * 1e3
-    print(f"arena {arena:.2f} ms/token (layers' own work {body:.2f}, host {arena - body:.2f})"
-          f"  resident {ms_per_token(resident.step):.2f}")
+    body, head = (spent[k] / len(seq) * 1e3 for k in ("run", "logits"))
+    print(f"arena {arena:.2f} ms/token (layers' own work {body:.2f}, logits {head:.2f}, "
+          f"host {arena - body - head:.2f})  resident {ms_per_token(resident.step):.2f}")
 engine.close()
