@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 import torch
 
+from tests.engine.resident_match import streaming_matches_resident
 from tuner.engine import model
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.decode import Engine
-from tuner.engine.reference import Resident
 
 
 @pytest.fixture
@@ -74,19 +74,8 @@ def test_fixed_path_counts_are_deterministic_and_add_up(fixed, tiny_config, run)
 
 
 def test_fixed_path_logits_equal_the_fully_resident_model(fixed, tiny_config, tiny_model):
-    cfg = replace(tiny_config, expert_cache=8, prefetch="stale", prefetch_max=0)
-    ckpt = Checkpoint(tiny_model)
-    engine = Engine(ckpt, cfg, torch.device("cpu"))
-    resident = Resident(ckpt, cfg.context, torch.device("cpu"))
-    assert resident.run is not None  # the resident model runs the same bodies
-    token = 7
-    try:
-        for pos in range(40):
-            a, b = engine.step(token, pos), resident.step(token, pos)
-            assert torch.equal(a, b), f"logits differ at step {pos}"
-            token = int(torch.argmax(a))
-    finally:
-        engine.close()
+    resident = streaming_matches_resident(tiny_config, tiny_model)
+    assert resident.run is not None  # the resident model ran the same bodies
 
 
 def test_a_layer_run_ahead_on_a_table_that_then_changed_runs_again(fixed, tiny_config, run,

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.engine.resident_match import streaming_matches_resident
 from tuner.engine.counters import COUNTERS, PF_CLASSES
 from tuner.engine.session import Session
 from tuner.knobs import Config
@@ -191,22 +192,7 @@ def test_failed_rebuild_keeps_the_running_engine(tiny_config, tmp_path):
 
 def test_streaming_logits_equal_the_fully_resident_model(tiny_config, tiny_model):
     """Greedy decode through a small arena with speculation gives bit-identical logits."""
-    from tuner.engine.checkpoint import Checkpoint
-    from tuner.engine.decode import Engine
-    from tuner.engine.reference import Resident
-
-    cfg = replace(tiny_config, expert_cache=8, prefetch="stale", prefetch_max=0)
-    ckpt = Checkpoint(tiny_model)
-    engine = Engine(ckpt, cfg, torch.device("cpu"))
-    resident = Resident(ckpt, cfg.context, torch.device("cpu"))
-    token = 7
-    try:
-        for pos in range(40):
-            a, b = engine.step(token, pos), resident.step(token, pos)
-            assert torch.equal(a, b), f"logits differ at step {pos}"
-            token = int(torch.argmax(a))
-    finally:
-        engine.close()
+    streaming_matches_resident(tiny_config, tiny_model)
 
 
 def test_text_prompt_and_output(tiny_config, tiny_model):
