@@ -31,6 +31,12 @@ def figure(value: float | None, unit: str = "") -> str:
     return f"{value:,.3g}" if abs(value) < 1 else f"{value:,.2f}"
 
 
+def fixed(value: float | None, spec: str = ".3f") -> str:
+    """A number in a fixed format (`spec`, as format() takes it) for tables of figures that
+    line up; "-" where there is none."""
+    return MISSING if value is None else format(value, spec)
+
+
 def knob_text(value: Any) -> str:
     """A knob's value as the forms show it: a switch on or off, anything else as typed
     (never a Python repr)."""

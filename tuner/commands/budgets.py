@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tuner.commands.args import print_json
-from tuner.commands.trace import SIZE_FORMS, print_notes, reporting_trace_errors
+from tuner.commands.trace import SIZE_FORMS, print_notes
 from tuner.engine import trace_format
 from tuner.traces.budgets import EVEN, WEIGHTS, BudgetError, plan
 from tuner.traces.sizes import parse_size
@@ -35,7 +35,6 @@ def preset_knobs(out: dict) -> dict:
             "arena_budgets": ",".join(str(q) for q in out["quotas"])}
 
 
-@reporting_trace_errors
 def main(args: argparse.Namespace) -> int:
     trace = trace_format.load(args.file)
     slots = (parse_size(args.slots, trace, "--slots") if args.slots is not None

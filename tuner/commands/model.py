@@ -13,7 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from tuner.commands.args import add_knob_flags, engine_settings, print_json
-from tuner.commands.trace import reporting_trace_errors
 from tuner.engine import quant, synth, trace_format
 from tuner.engine.checkpoint import DTYPE_NAMES, Checkpoint
 from tuner.engine.opening import pick_device
@@ -88,7 +87,6 @@ def _progress(what: str):
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
-@reporting_trace_errors
 def _make(args: argparse.Namespace) -> int:
     if args.layers is not None and not args.shape:
         raise SystemExit("tuner model make: --layers needs --shape")

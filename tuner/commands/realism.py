@@ -8,8 +8,9 @@ import argparse
 from pathlib import Path
 
 from tuner.commands.args import print_json
-from tuner.commands.trace import print_notes, reporting_trace_errors
+from tuner.commands.trace import print_notes
 from tuner.engine import trace_format
+from tuner.format import fixed
 from tuner.traces import realism
 from tuner.traces.realism import NAMES, SHAPE, SHARES_PCT, Routing
 
@@ -26,7 +27,6 @@ def register(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=main)
 
 
-@reporting_trace_errors
 def main(args: argparse.Namespace) -> int:
     traces = [realism.measure(trace_format.load(f), f.name) for f in args.files]
     if args.model_trace:
@@ -50,10 +50,6 @@ def _about(r: Routing) -> str:
             + (f", {r.phase}" if r.phase else "") + f" ({r.source})")
 
 
-def _num(v: float | None, decimals: int = 1) -> str:
-    return "-" if v is None else f"{v:.{decimals}f}"
-
-
 def _row(label: str, cells: list[str], tail: str = "") -> str:
     return f"{label:40}" + "".join(f"{c:>{WIDTH}}" for c in cells) + (f"  {tail}" if tail
                                                                        else "")
@@ -71,15 +67,15 @@ def _print(traces: list[Routing], model: Routing, public: list[Routing], out: di
     print(_row("", [c.short[:WIDTH - 1] for c in columns], "public decode logs"))
     for key, label, decimals in SHAPE:
         lo, hi = out["decode_range"][key]
-        print(_row(label, [_num(c.shape[key], decimals) for c in columns],
-                   f"{_num(lo, decimals)}-{_num(hi, decimals)}"))
+        print(_row(label, [fixed(c.shape[key], f".{decimals}f") for c in columns],
+                   f"{fixed(lo, f'.{decimals}f')}-{fixed(hi, f'.{decimals}f')}"))
     sizes = " / ".join(str(s) for s in SHARES_PCT)
     print(f"\nhit % at {sizes} % of the layer-expert pairs")
     print(_row("  arena slots", [" ".join(str(n) for n in c.slots) for c in columns]))
     print(_row("  in working sets (layers x top-k)",
-               [" ".join(_num(w, 2) for w in c.working_sets) for c in columns]))
+               [" ".join(fixed(w, ".2f") for w in c.working_sets) for c in columns]))
     for mode in NAMES:
-        print(_row(f"  {mode}", [" ".join(_num(v) for v in c.hit_rate[mode])
+        print(_row(f"  {mode}", [" ".join(fixed(v, ".1f") for v in c.hit_rate[mode])
                                  if mode in c.hit_rate else "not measured" for c in columns]))
     print(f"\nranking, best first, at {sizes} %:")
     for c in (*traces, model):
@@ -89,7 +85,7 @@ def _print(traces: list[Routing], model: Routing, public: list[Routing], out: di
     print(f"\nKendall's tau-b of the rankings at {sizes} % (over the policies both have):")
     print(_row("", [o.short[:WIDTH - 1] for o in others]))
     for t in traces:
-        print(_row(f"  {t.name}", [" ".join(_num(v, 2) for v in out["tau"][t.name][o.name])
+        print(_row(f"  {t.name}", [" ".join(fixed(v, ".2f") for v in out["tau"][t.name][o.name])
                                    for o in others]))
     for t in traces:
         found = out["disagreements"][t.name]

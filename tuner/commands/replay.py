@@ -9,7 +9,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from tuner.commands.args import print_json
-from tuner.commands.trace import SIZE_FORMS, print_notes, reporting_trace_errors
+from tuner.commands.trace import SIZE_FORMS, print_notes
 from tuner.engine import trace_format
 from tuner.engine.trace_format import Trace, TraceError
 from tuner.knobs import even_budgets
@@ -57,7 +57,6 @@ def _quotas(args: argparse.Namespace, trace: Trace, slots: int) -> list[int] | N
     return quotas_for_trace(budgets.load(Path(args.budgets)), trace, slots, args.budgets)
 
 
-@reporting_trace_errors
 def main(args: argparse.Namespace) -> int:
     trace = trace_format.load(args.file)
     sweeping = bool(args.sweep or args.sizes)

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import functools
-import sys
 from pathlib import Path
 
 from tuner.commands.args import add_knob_flags, engine_settings, print_json
 from tuner.engine import trace_format
-from tuner.engine.trace_format import TraceError
-from tuner.traces.budgets import BudgetError
+from tuner.format import fixed
 from tuner.traces.importers import (
     FORMATS,
     PHASES,
@@ -22,22 +19,6 @@ from tuner.traces.importers import (
 )
 from tuner.traces.sizes import FORMS, parse_sizes
 from tuner.traces.stats import trace_stats
-
-
-def reporting_trace_errors(func):
-    """A bad trace, source or budgets file is the user's input: one line on stderr, exit
-    status 2."""
-
-    @functools.wraps(func)
-    def wrapper(args: argparse.Namespace) -> int:
-        try:
-            return func(args)
-        except (TraceError, BudgetError) as err:
-            print(f"tuner: {err}", file=sys.stderr)
-            return 2
-
-    return wrapper
-
 
 SIZE_FORMS = FORMS.replace("%", "%%")  # for argparse help, which formats it with %
 
@@ -96,7 +77,6 @@ def register(p: argparse.ArgumentParser) -> None:
     st.set_defaults(func=_stats)
 
 
-@reporting_trace_errors
 def _record(args: argparse.Namespace) -> int:
     from tuner.settings import to_config
     from tuner.traces.record import record
@@ -125,7 +105,6 @@ def _print_report(problems: dict, notes: list[str]) -> None:
             print(f"    e.g. {example}")
 
 
-@reporting_trace_errors
 def _import(args: argparse.Namespace) -> int:
     if args.num_experts is not None and args.num_experts < 1:
         raise SystemExit("tuner trace import: --num-experts must be at least 1")
@@ -168,12 +147,8 @@ SUMMARY = (("top-10 % experts' share of routings, %", "top10_share", 1),
            ("stale-gate slot overlap, %", "stale_pct", 1))
 
 
-def _num(v: float | None, decimals: int = 1) -> str:
-    return "-" if v is None else f"{v:.{decimals}f}"
-
-
 def _pcts(values: list) -> str:
-    return " ".join(f"{_num(v):>5}" for v in values)
+    return " ".join(f"{fixed(v, '.1f'):>5}" for v in values)
 
 
 def _print_stats(names: list[str], all_stats: list[dict]) -> None:
@@ -184,7 +159,7 @@ def _print_stats(names: list[str], all_stats: list[dict]) -> None:
     width = max(24, *(len(n) + 1 for n in names))
     print(f"\n{'':44}" + "".join(f"{n:>{width}}" for n in names))
     for label, key, decimals in SUMMARY:
-        print(f"{label:44}" + "".join(f"{_num(st['totals'][key], decimals):>{width}}"
+        print(f"{label:44}" + "".join(f"{fixed(st['totals'][key], f'.{decimals}f'):>{width}}"
                                       for st in all_stats))
     print(f"{'hit % at arena sizes (% of pairs):':44}" + "".join(
         f"{_pcts(st['arena_pct']):>{width}}" for st in all_stats))
@@ -207,10 +182,10 @@ def _print_layers(name: str, st: dict) -> None:
     print(f"{'layer':>5} {'routings':>9} {'top10%':>6} {'gini':>5} {'entr':>5} {'unrtd':>5} "
           f"{'prev%':>5} {'shuf%':>5} {'stale%':>6}")
     for r in st["layers"]:
-        print(f"{r['layer']:>5} {r['routings']:>9} {_num(r['top10_share']):>6} "
-              f"{_num(r['gini'], 2):>5} {_num(r['entropy'], 2):>5} {r['unrouted']:>5} "
+        print(f"{r['layer']:>5} {r['routings']:>9} {fixed(r['top10_share'], '.1f'):>6} "
+              f"{fixed(r['gini'], '.2f'):>5} {fixed(r['entropy'], '.2f'):>5} {r['unrouted']:>5} "
               f"{_pcts([r['prev_pct'], r['prev_shuffled_pct']])} "
-              f"{_num(r.get('stale_pct')):>6}")
+              f"{fixed(r.get('stale_pct'), '.1f'):>6}")
     sizes = _pcts(st["arena_pct"])
     print(f"{'':>5} " + " | ".join(f"{CACHE_NAMES[c][:23]:<23}" for c in CACHE_NAMES))
     print(f"{'layer':>5} " + " | ".join(f"{sizes:<23}" for _ in CACHE_NAMES))
@@ -219,7 +194,6 @@ def _print_layers(name: str, st: dict) -> None:
                                                 for c in CACHE_NAMES))
 
 
-@reporting_trace_errors
 def _stats(args: argparse.Namespace) -> int:
     traces = [trace_format.load(f) for f in args.files]
     all_stats = [trace_stats(t, parse_sizes(args.slots, t, "--slots") if args.slots else None)

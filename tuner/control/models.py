@@ -191,10 +191,6 @@ class QualityGate(BaseModel):
         check_limits(**{"max_kl": None, "min_agreement": None, str(info.field_name): value})
         return value
 
-    @property
-    def gated(self) -> bool:
-        return self.max_kl is not None or self.min_agreement is not None
-
 
 class ABSpec(QualityGate):
     """An A/B comparison: A B A B ... A, each run a fresh session, on each workload in

@@ -104,7 +104,6 @@ COUNTERS: tuple[Column, ...] = (
 PHASES = ("prefill", "decode")  # the first dimension of every count
 IDX = {c.name: i for i, c in enumerate(COUNTERS)}
 PREDICTORS = ("prev", "stale", "ctrl")
-QUALITY = ("q_tokens", "q_agree", "q_kl", "q_ms", "q_bytes")
 PF_CLASSES = ("pf_cancelled", "pf_partial", "pf_unused", "pf_late", "pf_timely")
 
 # Columns computed from the counts, shown beside them.

@@ -85,10 +85,10 @@ class Session(SettingsVersions):
             if self._pending or self._paused or self._stop:
                 self.engine.hurry.set()  # what waits for the boundary still waits on this one
 
-    def rewind(self, cfg: Config | None = None) -> None:
+    def rewind(self) -> None:
         """Back to the start of the workload: its first turn, the sampler's seed, an empty
         output hash; the arena keeps what it holds. Call it between tokens only."""
-        self._swap(self._parts, cfg or self.cfg)
+        self._swap(self._parts, self.cfg)
 
     # the conversation, as the session's own
     @property
@@ -98,10 +98,6 @@ class Session(SettingsVersions):
     @property
     def conversations(self) -> int:
         return self.conversation.conversations
-
-    @property
-    def turn_index(self) -> int:
-        return self.conversation.turn_index
 
     @property
     def output_ids(self) -> deque[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.format import figure, knob_text
+from tuner.format import figure, fixed, knob_text
 
 
 def _pct(value: float | None) -> str:
@@ -15,10 +15,6 @@ def knob_change(r: dict[str, Any]) -> str:
     diff = ", ".join(f"{d['knob']} {knob_text(d['a'])} -> {knob_text(d['b'])}"
                      for d in r["knob_diff"])
     return diff or "identical settings"
-
-
-def _num(value: float | None, spec: str = ".3f") -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def repeated_figure(value: Any, unit: str = "") -> str:
@@ -58,10 +54,10 @@ def phase_lines(r: dict[str, Any]) -> list[str]:
     for arm in ("A", "B"):
         run = next(x for x in r["runs"] if x["arm"] == arm)
         for name, p in run["phases"].items():
-            lines.append(f"{arm:>3} {name:<8} {p['tokens']:>6} {_num(p['ms_per_token']):>9} "
-                         f"{_num(p['sync_misses_per_token']):>10} "
-                         f"{_num(p['hits_per_token']):>10} "
-                         f"{_num(p['stall_ms_per_token'], '.4f'):>14}")
+            lines.append(f"{arm:>3} {name:<8} {p['tokens']:>6} {fixed(p['ms_per_token']):>9} "
+                         f"{fixed(p['sync_misses_per_token']):>10} "
+                         f"{fixed(p['hits_per_token']):>10} "
+                         f"{fixed(p['stall_ms_per_token'], '.4f'):>14}")
     return lines
 
 

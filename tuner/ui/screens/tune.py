@@ -10,6 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from tuner.format import fixed
 from tuner.ui.screens.follow import follow_job
 
 if TYPE_CHECKING:
@@ -18,10 +19,6 @@ if TYPE_CHECKING:
 COLUMNS = (("trial", 6), ("state", 9), ("vs base %", 10), ("ms/token", 10), ("base ms", 10),
            ("bytes/token", 12), ("hit %", 7), ("worker", 16), ("knobs", 60))
 OVER = ("done", "stopped", "failed")
-
-
-def _num(value: float | None, spec: str = ".3f") -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def knobs(params: dict[str, Any]) -> str:
@@ -46,17 +43,17 @@ def best(job: dict[str, Any]) -> str:
     front = ", ".join(str(n) for n in job["front"]) or "-"
     if b is None:
         return f"best so far: none yet; Pareto front: {front}"
-    return (f"best so far: trial {b['number']}, {_num(b['score_pct'], '+.1f')} % against its "
-            f"baseline ({_num(b['ms_per_token'])} vs {_num(b['baseline_ms_per_token'])} "
+    return (f"best so far: trial {b['number']}, {fixed(b['score_pct'], '+.1f')} % against its "
+            f"baseline ({fixed(b['ms_per_token'])} vs {fixed(b['baseline_ms_per_token'])} "
             f"ms/token), {b['bytes_per_token']} bytes/token: {knobs(b['params'])}\n"
             f"Pareto front (ms/token vs baseline, bytes/token): trials {front}")
 
 
 def cells(r: dict[str, Any], front: list[int]) -> tuple:
     state = "front" if r["number"] in front else ("rejected" if r["rejected"] else r["state"])
-    return (r["number"], state, _num(r["score_pct"], "+.1f"), _num(r["ms_per_token"]),
-            _num(r["baseline_ms_per_token"]), _num(r["bytes_per_token"], "d"),
-            _num(r["hit_rate"], ".2f"), r["worker"] or "-",
+    return (r["number"], state, fixed(r["score_pct"], "+.1f"), fixed(r["ms_per_token"]),
+            fixed(r["baseline_ms_per_token"]), fixed(r["bytes_per_token"], "d"),
+            fixed(r["hit_rate"], ".2f"), r["worker"] or "-",
             r["rejected"] or knobs(r["params"]))
 
 
