@@ -191,14 +191,14 @@ async def test_window_budgets_are_applied(kind, request, controller):
     backend = request.getfixturevalue(kind)
     async with following(backend):
         await until(lambda: controller.session.tokens >= 8)
-        out = await backend.window_budgets("hits")
+        out = await backend.window_budgets("hits", apply=True)
         assert out["version"] == controller.version and sum(out["quotas"]) == 16
         assert controller.settings.arena_split == "layers"
         assert controller.settings.arena_budgets == ",".join(map(str, out["quotas"]))
         snap = await until(lambda: (s := backend.latest()) and
                            s["settings_version"] == out["version"] and s)
         assert [row["quota"] for row in snap["layers"]] == out["quotas"]
-        stall = await backend.window_budgets("stall")
+        stall = await backend.window_budgets("stall", apply=True)
         # quotas equal to the ones applied change nothing, so they make no new version
         changed = stall["quotas"] != out["quotas"]
         assert stall["weights"] == "stall" and stall["version"] == out["version"] + changed

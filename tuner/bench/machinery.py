@@ -21,8 +21,8 @@ ROUNDS = 3
 
 
 def measure(cfg: Config, tokens: int, opts: Options) -> dict:
-    """Interleaved A B A B on the same greedy tokens, so the ratio prices the slot map, the
-    per-layer routing sync and the counters."""
+    """Interleaved A B A B on the same greedy tokens, so the ratio prices the host's part of
+    each layer (slot map, counters, probe) and, on a GPU, the pack it reads."""
     ckpt = Checkpoint(model_folder(cfg))
     mc = ckpt.config
     device = pick_device(cfg.device)

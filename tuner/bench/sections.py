@@ -72,7 +72,8 @@ SECTIONS: tuple[Section, ...] = (
             "tuner.bench.machinery", default=True, gpu=True),
     Section("telemetry", "(c) telemetry", "tokens per second with 10 websocket clients "
             "reading snapshots against none, and the share of a core they cost with the "
-            "engine paused", "tuner.web.bench", default=True),
+            "engine paused (timed rounds of 5 s: --tokens does not apply)", "tuner.web.bench",
+            default=True),
     Section("link", "(d) link", "the engine's host-to-device uploads against a plain pinned "
             "copy (needs a GPU)", "tuner.bench.link", default=True, gpu=True),
     Section("limit", "(e) limit", "ms per token at the current settings against the "

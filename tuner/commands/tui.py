@@ -11,7 +11,7 @@ from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect", metavar="URL",
-                   help="attach to the server at URL (such as http://127.0.0.1:8000) instead "
+                   help="attach to the server at URL (such as http://127.0.0.1:8765) instead "
                         "of running an engine here; knob flags do not apply then")
     p.add_argument("--token", help="the server's access token (sent as a Bearer token)")
     p.add_argument("--refresh-hz", type=_hz, default=DEFAULT_REFRESH_HZ,

@@ -134,7 +134,7 @@ class Backend(ABC):
         """Zeroes the counters (cumulative and window) at the next token boundary."""
 
     @route("POST", "/api/budgets")
-    async def window_budgets(self, weights: str = "hits", apply: bool = True
+    async def window_budgets(self, weights: str = "hits", apply: bool = False
                              ) -> dict[str, Any]:
         """Per-layer quotas from the window's routings, with `apply` applied (arena_split =
         layers); what `tuner budgets` prints, plus the settings `version` when applied.

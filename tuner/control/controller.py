@@ -131,7 +131,7 @@ class Controller:
         self.session.reset_counters(wait=self.apply_timeout)
         return RunState(state=self.session.state)
 
-    def window_budgets(self, weights: str = "hits", apply: bool = True) -> dict[str, Any]:
+    def window_budgets(self, weights: str = "hits", apply: bool = False) -> dict[str, Any]:
         """Per-layer quotas for the running arena from the routings of the session's window
         (and, for `weights` stall, the stall per miss it measured), checked by replaying
         the window; with `apply`, runs them (arena_split = layers). Raises SettingsError."""

@@ -28,6 +28,7 @@ from tuner.knobs import BY_NAME, Config
 
 SITES_FRACS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)  # the sweep at real link and CPU speed
 PEER_TOKENS = 64  # at most, of the peer section: transformers decodes slowly
+SWITCH = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
 
 
 def knob_values(text: str) -> dict:
@@ -38,8 +39,12 @@ def knob_values(text: str) -> dict:
         knob = BY_NAME.get(name.strip())
         if knob is None:
             raise SystemExit(f"gpu_suite: --set {name!r} is not a knob")
-        kind = knob.type
-        out[knob.name] = value.strip() in ("1", "true") if kind is bool else kind(value)
+        word = value.strip().lower()
+        try:
+            out[knob.name] = SWITCH[word] if knob.type is bool else knob.type(value.strip())
+        except (KeyError, ValueError):
+            raise SystemExit(f"gpu_suite: --set {knob.name}={value!r}: allowed "
+                             f"{knob.allowed()}") from None
     return out
 
 
@@ -54,7 +59,7 @@ def main() -> int:
     p.add_argument("--set", default="", metavar="KNOB=VALUE,...",
                    help="knob values of the bench sections (e.g. io_piece_kib=2048)")
     p.add_argument("--tokens", type=int, default=128)
-    p.add_argument("--peer-tokens", type=int, default=8,
+    p.add_argument("--peer-tokens", type=int, default=Options().offload_tokens,
                    help="tokens of transformers with accelerate offload (slow)")
     p.add_argument("--only", default=",".join(GPU))
     p.add_argument("--json-name", default="gpu-suite.json")

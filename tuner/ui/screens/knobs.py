@@ -21,6 +21,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Input, Label, Static
 
 from tuner.control.errors import BackendError, Rejected
+from tuner.format import knob_text
 from tuner.settings import SettingsError, from_texts
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.knob_field import KnobField, as_text
@@ -139,7 +140,7 @@ class KnobsScreen(SnapshotScreen):
             if knob in fields:
                 fields[knob].show_problem(None)
         self.sync(state.settings, state.version)
-        what = ", ".join(f"{k} = {state.settings.get(k)!r}" for k in changes)
+        what = ", ".join(f"{k} = {knob_text(state.settings.get(k))}" for k in changes)
         self.notify(f"settings v{state.version}: {what}", title="applied", markup=False)
 
     def _form_problem(self, text: str) -> None:
