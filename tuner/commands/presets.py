@@ -4,10 +4,7 @@ running server."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from tuner.commands.args import add_knob_flags, print_json, settings_from_args
@@ -149,17 +146,23 @@ def import_preset(args: argparse.Namespace) -> int:
 
 
 def apply(args: argparse.Namespace) -> int:
-    url = f"{args.url.rstrip('/')}/api/presets/{args.name}/apply"
-    request = urllib.request.Request(url, method="POST")
-    if args.token:
-        request.add_header("Authorization", f"Bearer {args.token}")
+    """Through the remote backend, as the terminal UI connected to a server applies one."""
+    import asyncio
+
+    from tuner.control.errors import BackendError
+    from tuner.control.remote import RemoteBackend
+
+    async def applied() -> int:
+        backend = RemoteBackend(args.url, args.token, timeout=120.0)
+        await backend.open()
+        try:
+            return (await backend.apply_preset(args.name)).version
+        finally:
+            await backend.close()
+
     try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            state = json.load(response)
-    except urllib.error.HTTPError as err:
-        detail = json.loads(err.read() or b"{}").get("detail", err.reason)
-        raise SystemExit(f"tuner presets apply: {err.code}: {detail}") from None
-    except urllib.error.URLError as err:
-        raise SystemExit(f"tuner presets apply: cannot reach {args.url}: {err.reason}") from None
-    print(f"applied {args.name}: settings version {state['version']}")
+        version = asyncio.run(applied())
+    except BackendError as err:
+        raise SystemExit(f"tuner presets apply: {err}") from None
+    print(f"applied {args.name}: settings version {version}")
     return 0
