@@ -49,7 +49,7 @@ def test_ab_from_the_panel(live):
 
 def test_ab_bad_input_gives_a_message_and_starts_nothing(live):
     for data, message in (
-            ({"a": "baseline", "b": "nope", "pairs": "1", "tokens": "16"}, "no preset named"),
+            ({"a": "baseline", "b": "nope", "pairs": "1", "tokens": "16"}, "nope: no preset of"),
             ({"a": "../x", "b": "2q", "pairs": "1", "tokens": "16"}, "x"),
             ({"a": "baseline", "b": "2q", "pairs": "99", "tokens": "16"}, "pairs = 99"),
             ({"a": "baseline", "b": "2q", "pairs": "1", "tokens": "many"}, "tokens must be"),

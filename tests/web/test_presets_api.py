@@ -116,7 +116,7 @@ def test_presets_cli_apply_against_a_server(live, capsys):
     assert live.controller.settings.cache_policy == "2q"
     with pytest.raises(SystemExit) as err:
         cli(["presets", "apply", "nope", "--url", live.url])
-    assert "no preset named 'nope'" in str(err.value)
+    assert "nope: no preset of that name; known:" in str(err.value)
 
 
 def test_serve_refuses_other_hosts_without_a_token():

@@ -8,7 +8,6 @@ from fastapi import APIRouter, HTTPException
 
 from tuner.control.models import ABRequest
 from tuner.web.deps import ControllerDep
-from tuner.web.routes.presets import known
 from tuner.web.schemas import BAD_JSON, BAD_PRESET, BUSY, NONE_YET
 
 router = APIRouter(prefix="/api", tags=["ab"])
@@ -17,8 +16,6 @@ router = APIRouter(prefix="/api", tags=["ab"])
 @router.post("/ab", status_code=202, responses={**BAD_JSON, 404: BAD_PRESET[404], **BUSY})
 def start(request: ABRequest, controller: ControllerDep) -> dict[str, Any]:
     """Starts A B A B ... A on fresh sessions; 409 while an A/B or a tune runs."""
-    for name in (request.a, request.b):
-        known(controller.store, name)
     return controller.start_ab(request)
 
 

@@ -38,7 +38,6 @@ from tuner.web.connection import serve_client
 from tuner.web.deps import ControllerDep, HubDep, PresetName, SteeringDep
 from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox
 from tuner.web.page import DEFAULT_COLUMNS, HEAT_LEVELS, PageView
-from tuner.web.routes.presets import known
 from tuner.web.tune_view import pareto_svg
 
 router = APIRouter(include_in_schema=False)
@@ -193,13 +192,8 @@ def start_ab(values: FormDep, request: Request, controller: ControllerDep) -> HT
     """Starts an A/B of two presets; a rejection comes back as a message above the status
     of the latest A/B, and starts nothing."""
     try:
-        ab = parse(ABRequest, values)
-        for name in (ab.a, ab.b):
-            known(controller.store, name)
-        controller.start_ab(ab)
-    except HTTPException as err:  # a preset that is not there, as the API says it
-        return _ab_status(request, controller, err.detail, error=True)
-    except TunerError as err:  # a bad field or a broken preset; a job running
+        controller.start_ab(parse(ABRequest, values))
+    except TunerError as err:  # a bad field, a missing or broken preset; a job running
         return _ab_status(request, controller, str(err), error=True)
     return _ab_status(request, controller)
 

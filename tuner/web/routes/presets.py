@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 
 from tuner.control.models import SaveRequest, SessionState
-from tuner.presets import Preset, Store
 from tuner.web.deps import ControllerDep, PresetName, SteeringDep, StoreDep, preset_name
 from tuner.web.schemas import (
     BAD_JSON,
@@ -25,13 +24,6 @@ from tuner.web.schemas import (
 router = APIRouter(prefix="/api/presets", tags=["presets"])
 
 
-def known(store: Store, name: str) -> Preset:
-    """The preset, or 404 naming the known ones."""
-    if name not in store.names():
-        raise HTTPException(404, f"no preset named {name!r}; known: {', '.join(store.names())}")
-    return store.get(name)
-
-
 @router.get("", response_model=list[PresetInfo])
 def list_presets(controller: ControllerDep) -> list[dict[str, Any]]:
     """Every preset; a broken file is listed with its error instead of failing the list."""
@@ -40,7 +32,7 @@ def list_presets(controller: ControllerDep) -> list[dict[str, Any]]:
 
 @router.get("/{name}", response_model=PresetBody, responses=BAD_PRESET)
 def show(name: PresetName, store: StoreDep) -> dict[str, Any]:
-    return known(store, name).as_dict()
+    return store.get(name).as_dict()  # PresetNotFound: 404, naming the known ones
 
 
 @router.post("/{name}", response_model=PresetBody, status_code=201,
@@ -61,7 +53,6 @@ async def apply(name: PresetName, controller: ControllerDep,
                 steering: SteeringDep) -> SessionState:
     """The preset's knobs on top of the defaults (the session knobs stay unless it sets
     them), applied at the next token boundary."""
-    known(controller.store, name)
     return await steering.run(controller.apply_preset, name)
 
 
@@ -69,7 +60,6 @@ async def apply(name: PresetName, controller: ControllerDep,
     **BAD_PRESET, **UNWRITABLE, 403: {"model": MessageError, "description": "a shipped "
                                       "preset, or a presets folder that takes no writes"}})
 def delete(name: PresetName, store: StoreDep) -> None:
-    known(store, name)
     store.delete(name)  # a shipped one: PresetReadOnly, answered 403
 
 
@@ -78,7 +68,6 @@ def diff(name: PresetName, controller: ControllerDep,
          against: str | None = Query(None, description="another preset; none = the current "
                                      "settings")) -> list[dict[str, Any]]:
     """Knobs whose values differ: `a` in this preset, `b` in `against`."""
-    known(controller.store, name)
     if against is not None:
-        known(controller.store, preset_name(against))
+        preset_name(against)
     return controller.diff_preset(name, against)
