@@ -11,7 +11,7 @@ from tuner.commands.args import add_knob_flags, engine_settings, print_json
 DEFAULTS = Options()
 
 
-def fractions(text: str) -> tuple[float, ...]:
+def shares(text: str) -> tuple[float, ...]:
     """--fracs: comma-separated shares in [0, 1]."""
     try:
         values = tuple(float(t) for t in text.split(",") if t.strip())
@@ -31,7 +31,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="print the sections as a Markdown table (the README's) and exit")
     p.add_argument("--tokens", type=int,
                    help="tokens per measurement (default 64; for ui, 160 a phase)")
-    p.add_argument("--fracs", type=fractions, default=SITES_FRACS, metavar="F,F,...",
+    p.add_argument("--fracs", type=shares, default=SITES_FRACS, metavar="F,F,...",
                    help="pcie_frac values of the sites sweep, each in [0, 1] (default "
                         f"{','.join(f'{f:g}' for f in SITES_FRACS)})")
     p.add_argument("--scale", type=float, default=DEFAULTS.scale,

@@ -12,6 +12,7 @@ allowed, as the server answers a request body it refuses.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
@@ -79,7 +80,7 @@ def _names(value: Any) -> Any:
     return value
 
 
-class _Check:
+class _Check(ABC):
     """Field metadata that checks a value with a message naming the field and what is
     allowed, and says what is allowed in the JSON schema (pydantic's own ge/le/enum would
     answer with messages that name neither)."""
@@ -92,11 +93,13 @@ class _Check:
                                      handler: GetJsonSchemaHandler) -> JsonSchemaValue:
         return {**handler(schema), **self.documented()}
 
+    @abstractmethod
     def check(self, value: Any, info: ValidationInfo) -> Any:
-        raise NotImplementedError
+        """The value, or ValueError naming the field and what it allows."""
 
+    @abstractmethod
     def documented(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """What the JSON schema says is allowed."""
 
 
 @dataclass(frozen=True)

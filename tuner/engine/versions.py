@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import fields
 from typing import Any
@@ -34,7 +35,7 @@ def changed_knobs(old: Config, new: Config) -> dict[str, list[Any]]:
             for f in fields(new) if getattr(old, f.name) != getattr(new, f.name)}
 
 
-class SettingsVersions:
+class SettingsVersions(ABC):
     def __init__(self, cfg: Config):
         self._lock = threading.Condition()  # the session's
         self.cfg = cfg  # what the engine runs
@@ -45,22 +46,22 @@ class SettingsVersions:
         self._pending: Pending | None = None
 
     # what the session does for a version
+    @abstractmethod
     def _hurry(self) -> None:
         """Makes the current token reach its boundary soon (called under the lock)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _rebuild(self, cfg: Config) -> None:
         """Builds the engine anew for `cfg`, or raises and keeps the running one."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _apply_live(self, cfg: Config) -> None:
         """Takes `cfg`'s live knobs into the running engine, or raises changing nothing."""
-        raise NotImplementedError
 
     @property
+    @abstractmethod
     def tokens(self) -> int:
         """Tokens the running engine has counted."""
-        raise NotImplementedError
 
     # -- any thread --------------------------------------------------------------------
     def submit(self, cfg: Config) -> int:
