@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
+import torch
 
 from tuner.engine.session import Session
 from tuner.engine.slots import RESIDENT, SPEC
@@ -64,3 +66,35 @@ def test_the_ram_store_copies_misses_without_reading(tiny_config, run):
     assert [tuple(r[k] for k in keys) for r in ram["layers"]] == \
         [tuple(r[k] for k in keys) for r in disk["layers"]]
     assert ram["totals"]["stall_ms"] == 0
+
+
+@pytest.mark.parametrize("changes", [{}, {"drop_cold": 0.3}, {"prefetch": "stale",
+                                                               "prefetch_max": 0}])
+def test_misses_read_in_place_change_nothing_but_the_way_in(tiny_config, run, changes):
+    """miss_direct with the RAM store: on CUDA the layer's kernels read a miss from host
+    memory and the host keeps it from the bytes they landed; the tokens, hits, misses,
+    evictions and bytes are those of copying it in first, and every demand miss's bytes
+    are counted as read in place. Without a GPU the knob changes nothing."""
+    cfg = replace(tiny_config, expert_store="ram", **changes)
+    s = Session(cfg)
+    try:
+        s.run(120)
+        direct, arena = s.snapshot(), s.engine.arena
+        assert arena.host is not None  # the RAM store
+        for slot, key in enumerate(arena.slots.key):  # every kept row holds its expert
+            if key is not None and arena.slots.state[slot] == RESIDENT:
+                assert torch.equal(arena.mem[slot].cpu(), arena.host.row(key)), (slot, key)
+    finally:
+        s.engine.close()
+    copied = run(replace(cfg, miss_direct=False))
+    assert direct["output_hash"] == copied["output_hash"]
+    keys = ("hits", "sync_misses", "evictions", "bytes_demand", "bytes_spec", "pf_timely")
+    assert [tuple(r[k] for k in keys) for r in direct["layers"]] == \
+        [tuple(r[k] for k in keys) for r in copied["layers"]]
+    assert copied["totals"]["bytes_direct"] == 0
+    assert direct["totals"]["sync_misses"] > 0
+    t = direct["totals"]  # the prompt's misses are copied in: prefill reads no kernel's way
+    if torch.cuda.is_available():
+        assert 0 < t["bytes_direct"] <= t["bytes_demand"]
+    else:
+        assert t["bytes_direct"] == 0

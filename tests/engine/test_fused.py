@@ -44,6 +44,16 @@ CHECK = textwrap.dedent('''
     alone = fused.mix(mem, rows[2:3], layout, x, torch.ones(1, device=device))
     pair = fused.mix(mem, rows[1:3], layout, x, torch.tensor([0.0, 1.0], device=device))
     assert torch.equal(alone, pair), (alone - pair).abs().max()
+    # a negative row reads the expert far away (page-locked host memory on CUDA), the same
+    # bits as near, and lands its bytes; a near row lands nothing
+    far_mem = mem.cpu().pin_memory() if device == "cuda" else mem.clone()
+    land = torch.zeros(4, layout.row_bytes, dtype=torch.uint8, device=device)
+    far = fused.Far(far_mem, torch.tensor([0, 2, 0, 5], device=device), land)
+    got = fused.mix(mem, torch.tensor([7, -1, 11, -1], device=device), layout, x, w, far)
+    assert torch.equal(got, fused.mix(mem, torch.tensor([7, 2, 11, 5], device=device),
+                                      layout, x, w))
+    assert torch.equal(land[1], mem[2]) and torch.equal(land[3], mem[5])
+    assert not land[0].any() and not land[2].any()
     print("ok", err)
 ''')
 

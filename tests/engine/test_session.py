@@ -37,6 +37,7 @@ def test_same_settings_same_tokens_and_counters(tiny_config, run):
     {"prefetch": "stale", "cache_policy": "2q", "prefetch_touch": True},
     {"io_workers": 1, "io_urgent": 0, "io_piece_kib": 4}, {"io_direct": True},
     {"moce_protect": 0, "prefetch_route": True}, {"expert_store": "ram"},
+    {"expert_store": "ram", "miss_direct": False},
     {"expert_store": "ram", "prefetch": "stale", "prefetch_max": 0},
 ])
 def test_bonus_zero_output_is_bit_identical(tiny_config, run, changes):

@@ -37,7 +37,7 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
             "ratio": ratio(t["h2d_gbps"], limit), "one_expert_copy_gbps": one,
             "one_fresh_expert_copy_gbps": fresh, "one_expert_copy_while_reading_gbps": reading,
             "expert_store": cfg.expert_store,
-            "bytes_h2d": t["bytes_h2d"],
+            "bytes_h2d": t["bytes_h2d"], "bytes_direct": t["bytes_direct"],
             "ms_per_token": t["ms_per_token"], "prefetch": cfg.prefetch,
             "device": torch.cuda.get_device_name(device)}
 
@@ -64,5 +64,8 @@ def copy_while_reading_gbps(device: torch.device, ckpt: Checkpoint, cfg: Config
 
 
 def text(r: dict) -> str:
+    if r["engine_h2d_gbps"] is None and r["bytes_direct"]:
+        return (f"(d) link: misses read in place by the kernels (miss_direct), no uploads "
+                f"to time; pinned copy {r['pinned_copy_gbps']} GB/s on {r['device']}")
     return (f"(d) link: engine uploads {r['engine_h2d_gbps']} GB/s / pinned copy "
             f"{r['pinned_copy_gbps']} GB/s = {r['ratio']} on {r['device']}")

@@ -94,6 +94,7 @@ class Mirror:
         self.host, self.np = host, host.numpy()
         self.version = [0] * host.shape[0]
         self.cuda = device.type == "cuda"
+        self.stream = torch.cuda.current_stream(device) if self.cuda else None  # compute
         self.dev = host.to(device) if self.cuda else host
         self.shadow = torch.empty_like(host, pin_memory=True) if self.cuda else None
         self._copied: torch.cuda.Event | None = None
@@ -114,7 +115,7 @@ class Mirror:
         self.shadow.copy_(self.host)
         self.dev.copy_(self.shadow, non_blocking=True)
         self._copied = torch.cuda.Event()
-        self._copied.record()
+        self._copied.record(self.stream)
         self._dirty = False
 
 
@@ -147,7 +148,6 @@ class Arena:
         self.bypass = list(range(slots, slots + K))
         # padding bytes stay zero, so a row compares equal to the checkpoint's bytes
         self.mem = torch.zeros(slots + K, ckpt.row_bytes, dtype=torch.uint8, device=device)
-        self.experts = Experts(self.mem, ckpt.layout, K)
         self._batch_rows = torch.zeros(K, dtype=torch.int64, pin_memory=self.cuda)
         self.extents = {(l, e): ckpt.extents(l, e) for l in range(L) for e in range(E)}
         self.pool = ReadPool(cfg.io_workers, cfg.io_urgent, cfg.io_direct,
@@ -155,6 +155,11 @@ class Arena:
         # the RAM store: misses are copied from here, never read
         self.host = HostCopy(ckpt, pin=self.cuda, check=check) \
             if cfg.expert_store == "ram" else None
+        far = self.host.mem if self.host is not None and self.cuda and cfg.miss_direct \
+            else None
+        self.experts = Experts(self.mem, ckpt.layout, K, far)
+        # misses are read in place by the kernels of a layer's body (device_step.py)
+        self.direct = self.experts.far is not None
         self.expert_bytes = ckpt.expert_bytes
         # the router's view of residency, and where the device finds each expert
         self.residency = Mirror(torch.zeros(L, E, dtype=torch.bool), device)
@@ -169,6 +174,8 @@ class Arena:
             self.ring = StagingRing(RING_LAYERS * K, ckpt.row_bytes) if self.host is None \
                 else None
             self.copy_stream = torch.cuda.Stream(device)
+            # the compute stream, held once: asking torch for it costs more than an event
+            self.compute = torch.cuda.current_stream(device)
         else:
             self.rows = [self.mem[i].numpy().data for i in range(slots + K)]
 
@@ -201,7 +208,7 @@ class Arena:
         """The compute stream has queued reads of rows: uploads into rows wait for them."""
         if self.cuda:
             self.used = torch.cuda.Event()
-            self.used.record()
+            self.used.record(self.compute)
 
     # -- bytes in ------------------------------------------------------------------------
     def fetch(self, key: Key, row: int, speculative: bool) -> Fetch:
@@ -228,9 +235,17 @@ class Arena:
         if self.cuda:
             for event in {f.ready for f in fetches}:
                 assert event is not None  # every upload on CUDA records one
-                torch.cuda.current_stream().wait_event(event)
+                self.compute.wait_event(event)
         self.publish(fetches)
         return waited
+
+    def adopt(self, fetch: Fetch, rank: int) -> None:
+        """Keeps a miss the layer's kernels read in place (`direct`): the bytes they landed
+        for rank `rank`, copied into its row on the compute stream (after the layer that
+        landed them, before any later reader of the row), and entered into the table."""
+        self.mem[fetch.row].copy_(self.experts.landed(fetch.key[0], rank))
+        fetch.uploaded = True
+        self.publish_row(fetch.key, fetch.row)
 
     def upload_arrived(self, fetches: list[Fetch]) -> None:
         """Uploads those of `fetches` whose reads have completed (speculation that arrived
@@ -256,10 +271,10 @@ class Arena:
         with torch.cuda.stream(stream):
             if self.used is not None:
                 stream.wait_event(self.used)
-            start.record()
+            start.record(stream)
             for f in fetches:
                 self.mem[f.row].copy_(self._source(f), non_blocking=True)
-            end.record()
+            end.record(stream)
         nbytes = sum(f.read.bytes_read for f in fetches)
         for f in fetches:
             f.uploaded, f.ready = True, end

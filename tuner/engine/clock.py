@@ -48,6 +48,8 @@ class CudaClock(HostClock):
         self._events: dict[tuple[int, str], list[torch.cuda.Event]] = {}
         self._spans: list[tuple[int, str, torch.cuda.Event, torch.cuda.Event]] = []
         self._later: deque[tuple] = deque()  # filled by reader threads, drained here
+        # held once: asking torch for the current stream is dearer than recording an event
+        self.stream = torch.cuda.current_stream()
 
     def later(self, layer: int, name: str, start, end, value: float | None = None) -> None:
         """Work another thread enqueued: counted at the first flush after it finished."""
@@ -58,11 +60,11 @@ class CudaClock(HostClock):
         if events is None:  # made once: creating events costs more than recording them
             events = self._events[layer, name] = [torch.cuda.Event(enable_timing=True),
                                                   torch.cuda.Event(enable_timing=True)]
-        events[0].record()
+        events[0].record(self.stream)
         self._open[layer, name] = events
 
     def close(self, layer: int, name: str) -> None:
-        self._open[layer, name][1].record()
+        self._open[layer, name][1].record(self.stream)
 
     def _elapsed_ms(self, start, end) -> float:
         end.synchronize()
@@ -70,7 +72,7 @@ class CudaClock(HostClock):
 
     @contextmanager
     def span(self, layer: int, name: str, stream=None):
-        stream = stream or torch.cuda.current_stream()
+        stream = stream or self.stream
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record(stream)

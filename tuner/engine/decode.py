@@ -7,9 +7,11 @@ then reads the layer's routing and does steps 1-5 below on it; when the device f
 expert (every lookup a hit) its output stands and, on CUDA, the next layer was already
 launched before the host's bookkeeping, so the hit path never waits on the host. Otherwise
 the layer's experts are computed again once the misses landed (`fix`), with the same
-kernels, so the output is bit for bit what computing them together gives. The three sites
-(`cpu_pool`), a routing trace and a route recording take the host-driven path instead,
-where the host routes each layer before its experts are computed.
+kernels, so the output is bit for bit what computing them together gives. With the RAM
+store on CUDA (`miss_direct`) the body reads its misses in place from host memory, its
+output stands, and the host only keeps them in the arena from the bytes the body landed.
+The three sites (`cpu_pool`), a routing trace and a route recording take the host-driven
+path instead, where the host routes each layer before its experts are computed.
 
 Per layer (seed 000 section 3, `at_layer` and `after_layer`):
 
@@ -49,6 +51,7 @@ from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.clock import clock_for
 from tuner.engine.counters import Counters
 from tuner.engine.device_step import DeviceStep, Pack, Route
+from tuner.engine.experts import LANDING_SETS
 from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import Decoder, compute_dtype
 from tuner.engine.predict import predict
@@ -204,6 +207,9 @@ class Engine:
         if cfg.expert_store == "ram" and (cfg.ssd_gbps or cfg.io_direct or cfg.io_jitter_ms):
             out.append("ssd_gbps, io_direct and io_jitter_ms act on reads; with expert_store "
                        "= ram a miss is a copy from host memory, not a read")
+        if cfg.miss_direct and cfg.expert_store == "ram" and self.cuda and not self.arena.direct:
+            out.append("miss_direct is off: quantized experts are computed by the batched "
+                       "products, which read the arena only")
         if cfg.drop_cold and cfg.cpu_pool:
             out.append("drop_cold is off with cpu_pool: it drops streamed misses only")
         if self.dropping:
@@ -276,18 +282,28 @@ class Engine:
         if self.device_step is None:
             self.device_step = DeviceStep(self.dec, self.arena.experts, self.arena.table.dev,
                                           self.arena.residency.dev, self._route_spec())
-        run, L, launched = self.device_step, self.mc.num_layers, self._launched
+        run, L, launched, cfg = self.device_step, self.mc.num_layers, self._launched, self.cfg
         launched[:] = [None] * L
+        # layers queued ahead of the host: one, or with misses read in place (no layer is
+        # ever computed again) as many as the landing sets allow
+        ahead = LANDING_SETS - 1 if self.arena.direct else 1
+        # a queued layer needs running again when its table or residency changed before
+        # it was settled, unless every write into a row it reads is queued after it on the
+        # compute stream (misses read in place, no speculation on the copy stream) and its
+        # routing does not read residency: then what it read was still there
+        still = self.arena.direct and cfg.prefetch == "off" and not self.use_residency
         run.start(token, pos)
         stale: np.ndarray | None = None
         for l in range(L):
-            if launched[l] != self.arena.version(l):  # not run yet, or on a changed table
+            if launched[l] is None or (not still and launched[l] != self.arena.version(l)):
                 self._launch(run, l)
-            if run.branchless and l + 1 < L and launched[l + 1] is None:
-                self._launch(run, l + 1)  # queued before the host waits on layer l
+            stop = min(L, l + 1 + ahead) if run.branchless else l + 1
+            for m in range(l + 1, stop):
+                if launched[m] is None:
+                    self._launch(run, m)  # queued before the host waits on layer l
             pack = run.read(l)
-            if self._settle(run, l, pack, stale) and l + 1 < L:
-                launched[l + 1] = None  # it ran on this layer's output before the fix
+            if self._settle(run, l, pack, stale):
+                launched[l + 1:] = [None] * (L - l - 1)  # they ran on its output before the fix
             stale = pack.stale_next
         return run.logits()
 
@@ -299,8 +315,8 @@ class Engine:
         self.spec.arrived(l)  # uploads (and enters into the table) speculation that arrived
         self.arena.sync()
         self._launched[l] = self.arena.version(l)
-        if l + 1 < len(self._launched):
-            self._launched[l + 1] = None  # a run of l+1 before this one read a stale input
+        later = len(self._launched) - l - 1
+        self._launched[l + 1:] = [None] * later  # runs queued before this one read a stale input
         self.clock.open(l, "layer_ms")
         run.run(l)
         self.clock.close(l, "layer_ms")
@@ -312,9 +328,14 @@ class Engine:
         routed = Routed(pack.sel, None, None, pack.stale_next, pack.scores)
         served, ranks = self._account(l, routed, stale)
         rows, timely, waited = self._serve(l, served, ranks, routed)
-        fixed = bool(waited) or ranks is not None or rows != pack.rows
+        if self.arena.direct:  # the body read its misses in place: its output stands
+            fixed = ranks is not None  # unless drop_cold left some of them out
+            self._keep(l, rows, ranks, timely, waited, pack.rows)
+        else:
+            fixed = bool(waited) or ranks is not None or rows != pack.rows
+            if fixed:
+                self._land(l, timely, waited)
         if fixed:
-            self._land(l, timely, waited)
             run.fix(l, rows, ranks)
             self.arena.mark_used()
             self.clock.close(l, "layer_ms")
@@ -551,6 +572,28 @@ class Engine:
         add(layer, "stall_ms", 1000 * self.arena.land(timely + waited))
         for f in waited:
             add(layer, "bytes_spec" if f.read.speculative else "bytes_demand", f.read.bytes_read)
+
+    def _keep(self, layer: int, rows: list[int], ranks: list[int] | None,
+              timely: list[Fetch], waited: list[Fetch], found: list[int]) -> None:
+        """With misses read in place: each demand miss the body read far kept from the
+        bytes it landed (`rows`: the row of each expert computed; `ranks`: their ranks in
+        the routing, None when all are; `found`: the row the body read at each rank, -1
+        far). The rest are copied in as on any path: speculation, and a miss the body still
+        found near (evicted after the body was queued: its row's new bytes are queued after
+        the body, so it read the old ones, but landed none)."""
+        add, rest = self.counters.add, []
+        for f in waited:
+            j = rows.index(f.row)
+            rank = j if ranks is None else ranks[j]
+            if f.read.speculative or found[rank] >= 0:
+                rest.append(f)
+                continue
+            self.arena.adopt(f, rank)
+            add(layer, "bytes_demand", f.read.bytes_read)
+            add(layer, "bytes_direct", f.read.bytes_read)
+        if rest:
+            self.arena.mark_used()  # their copies wait for the bodies queued so far
+        self._land(layer, timely, rest)
 
     def drain(self) -> None:
         """Settles all speculation (before a rebuild or at the end of a run)."""

@@ -8,8 +8,9 @@ found gathered from `mem` and computed, the residual updated, and a small pack c
 pinned host memory: the ids, the rows found and the probe's scores. On CUDA each body is a
 CUDA graph, captured once per layer and attention span and replayed with one call. A graph
 cannot branch, so there a body computes its experts whatever it found (a missing one
-computes row 0, and the host fixes the layer); on the CPU the body runs eagerly and skips
-the experts' compute when one of them is missing.
+computes row 0, and the host fixes the layer; or, where every expert also sits in
+page-locked host memory, a missing one is read there in place and needs no fix: fused.Far);
+on the CPU the body runs eagerly and skips the experts' compute when one of them is missing.
 
 The host reads a layer's pack after the layer's event. Where the device found every
 expert, its output stands and the next layer may already run; otherwise the host lands
@@ -90,6 +91,8 @@ class DeviceStep:
         self.out = torch.zeros(mc.vocab_size, dtype=torch.float32, device=dev)
         self.pos = 0
         self.done = [torch.cuda.Event() for _ in range(L)] if self.cuda else []
+        # held once: asking torch for the current stream costs more than recording an event
+        self.stream = torch.cuda.current_stream(dev) if self.cuda else None
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (layer, span)
         self._head: torch.cuda.CUDAGraph | None = None
         self._pool = torch.cuda.graph_pool_handle() if self.cuda else None
@@ -121,7 +124,7 @@ class DeviceStep:
             graph = self.graphs[layer, span] = self._capture(
                 lambda: self._body(layer, span))
         graph.replay()
-        self.done[layer].record()
+        self.done[layer].record(self.stream)
 
     def read(self, layer: int) -> Pack:
         """Waits for the layer's body; its pack."""
@@ -204,7 +207,9 @@ class DeviceStep:
             pack[2 * K + 2 * E:].copy_(logits.index_select(0, sel))
         if self.cuda:
             self.pack_host[l].copy_(self.pack[l], non_blocking=True)
-        if self.branchless:  # a missing expert computes row 0; the host fixes the layer
+        if self.experts.far is not None:  # a missing expert is read where it is
+            y = self.experts.mix(x, w, rows, sel + l * self.E, l)
+        elif self.branchless:  # a missing expert computes row 0; the host fixes the layer
             y = self.experts.mix(x, w, rows.clamp(min=0))
         elif bool((rows < 0).any()):
             return

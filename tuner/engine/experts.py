@@ -15,13 +15,23 @@ from tuner.engine import fused
 from tuner.engine.checkpoint import Layout
 from tuner.engine.model import Weights, experts_out
 
+# sets of landing rows, used by layer in turn: a layer's set is read by the host after the
+# layer, so it must outlive the bodies queued ahead of the host (LANDING_SETS - 1 layers)
+LANDING_SETS = 3
+
 
 class Experts:
-    def __init__(self, mem: torch.Tensor, layout: Layout, k: int):
-        """mem [R, row bytes] uint8; up to k experts a batch."""
+    def __init__(self, mem: torch.Tensor, layout: Layout, k: int,
+                 far: torch.Tensor | None = None):
+        """mem [R, row bytes] uint8; up to k experts a batch. `far`: every expert's row in
+        page-locked host memory, read in place for a row `mem` lacks (fused.Far; only with
+        the fused kernels), landing in one of LANDING_SETS sets of k rows."""
         self.mem, self.layout = mem, layout
         self.batch = torch.empty(k, mem.shape[1], dtype=torch.uint8, device=mem.device)
         self.fused = fused.usable(mem, layout)
+        self.far = far if self.fused else None
+        self.landing = None if self.far is None else \
+            torch.zeros(LANDING_SETS, k, mem.shape[1], dtype=torch.uint8, device=mem.device)
 
     def gather(self, rows: torch.Tensor) -> Weights:
         """The experts in `rows` (int64 on mem's device), in that order, as one batch."""
@@ -29,9 +39,20 @@ class Experts:
         torch.index_select(self.mem, 0, rows, out=batch)
         return self.layout.weights(batch)
 
-    def mix(self, x: torch.Tensor, w: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    def mix(self, x: torch.Tensor, w: torch.Tensor, rows: torch.Tensor,
+            far_rows: torch.Tensor | None = None, layer: int = 0) -> torch.Tensor:
         """The experts in `rows` on x [D], weighted by w [k] and summed in rank order: [D]
-        in x's dtype."""
+        in x's dtype. With `far_rows` (rows of `far`), a negative row is read from `far`
+        and lands in layer `layer`'s landing set."""
         if self.fused:
-            return fused.mix(self.mem, rows, self.layout, x, w)
+            far = None
+            if far_rows is not None:
+                assert self.far is not None and self.landing is not None  # made with far
+                far = fused.Far(self.far, far_rows, self.landing[layer % LANDING_SETS, :len(rows)])
+            return fused.mix(self.mem, rows, self.layout, x, w, far)
         return w.to(x.dtype) @ experts_out(x, self.gather(rows))
+
+    def landed(self, layer: int, rank: int) -> torch.Tensor:
+        """The bytes of the expert of rank `rank` that layer `layer` read far."""
+        assert self.landing is not None  # made with far
+        return self.landing[layer % LANDING_SETS, rank]

@@ -15,10 +15,19 @@ fully resident model, the quality probe's exact pass) goes through `Experts.mix`
 agree bit for bit; the CPU keeps the batched products (model.experts_out). Quantized
 experts take the batched path on CUDA too (their dequantisation is per group).
 
+Misses read where they are (`Far`): with every expert in page-locked host memory, a row the
+device does not hold is read by the same kernels straight from host memory over the link,
+at the link's speed, so a layer with misses costs its bytes and never waits for the host
+to learn of them and copy them in. What the kernels read of such an expert they also write
+to a landing row on the device, from which the host keeps it in the arena with a device
+copy. The bytes are the same wherever they are read, so the output is too.
+
 Shapes: D hidden, I expert width, k experts, R rows of `mem`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -44,10 +53,24 @@ def _interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def mix(mem: torch.Tensor, rows: torch.Tensor, layout, x: torch.Tensor, w: torch.Tensor
-        ) -> torch.Tensor:
+@dataclass(frozen=True)
+class Far:
+    """Experts a kernel reads where they are: `mem` [F, row bytes] (page-locked host
+    memory, mapped into the device's address space), `rows` int64 [k] the row of `mem` for
+    each rank whose near row is negative, `land` [k, row bytes] on the device, where each
+    such expert's bytes are written as the kernel reads them (so the host can keep it with
+    a device copy rather than a second trip over the link)."""
+
+    mem: torch.Tensor
+    rows: torch.Tensor
+    land: torch.Tensor
+
+
+def mix(mem: torch.Tensor, rows: torch.Tensor, layout, x: torch.Tensor, w: torch.Tensor,
+        far: Far | None = None) -> torch.Tensor:
     """sum_j w[j] * down_j(silu(gate_j x) * up_j x) over the experts in `rows` (int64 [k],
-    indices into mem [R, row bytes]); x [D], w [k] -> [D] in x's dtype."""
+    indices into mem [R, row bytes]); x [D], w [k] -> [D] in x's dtype. With `far`, a
+    negative row reads that expert from `far.mem` instead and copies it to `far.land`."""
     parts = layout.by_name
     gate, up, down = parts["gate"], parts["up"], parts["down"]
     dtype = gate.dtype
@@ -58,24 +81,41 @@ def mix(mem: torch.Tensor, rows: torch.Tensor, layout, x: torch.Tensor, w: torch
     assert up.offset == gate.offset + gate.nbytes, "gate and up lie back to back in a row"
     a = torch.empty(k, I, dtype=torch.float32, device=x.device)
     y = torch.empty(D, dtype=x.dtype, device=x.device)
+    # without `far` the far operands alias the near ones and are compiled out (DIRECT)
+    far_w = weights if far is None else far.mem.view(dtype)
+    far_rows = rows if far is None else far.rows
+    land = weights if far is None else far.land.view(dtype)
+    direct = far is not None
     _gate_up[(k, triton.cdiv(I, BLOCK_N))](
-        weights, rows, x, a, weights.shape[1], gate.offset // size, I, D,
-        BN=BLOCK_N, BK=BLOCK_K)
+        weights, rows, far_w, far_rows, land, x, a, weights.shape[1], gate.offset // size,
+        I, D, BN=BLOCK_N, BK=BLOCK_K, DIRECT=direct)
     _down[(triton.cdiv(D, BLOCK_N),)](
-        weights, rows, a, w, y, k, weights.shape[1], down.offset // size, I, D,
-        BN=BLOCK_N, BK=BLOCK_K)
+        weights, rows, far_w, far_rows, land, a, w, y, k, weights.shape[1],
+        down.offset // size, I, D, BN=BLOCK_N, BK=BLOCK_K, DIRECT=direct)
     return y
 
 
 if triton is not None:
 
     @triton.jit
-    def _gate_up(mem, rows, x, a, row_elems, gate_off, I, D,
-                 BN: tl.constexpr, BK: tl.constexpr):
+    def _row(mem, rows, far, far_rows, j, row_elems, DIRECT: tl.constexpr):
+        """Expert j's row: near in `mem`, or (DIRECT, a negative row) far in `far`; and
+        whether it is far."""
+        r = tl.load(rows + j)
+        if DIRECT:
+            return tl.where(r >= 0, mem + r * row_elems,
+                            far + tl.load(far_rows + j) * row_elems), r < 0
+        return mem + r * row_elems, r < 0
+
+    @triton.jit
+    def _gate_up(mem, rows, far, far_rows, land, x, a, row_elems, gate_off, I, D,
+                 BN: tl.constexpr, BK: tl.constexpr, DIRECT: tl.constexpr):
         j = tl.program_id(0)
         n = tl.program_id(1) * BN + tl.arange(0, BN)  # [BN] neurons
         live = n < I
-        base = mem + tl.load(rows + j) * row_elems + gate_off  # gate [I, D], then up
+        row, away = _row(mem, rows, far, far_rows, j, row_elems, DIRECT)
+        base = row + gate_off  # gate [I, D], then up
+        kept = land + j * row_elems + gate_off
         acc_g = tl.zeros([BN], dtype=tl.float32)
         acc_u = tl.zeros([BN], dtype=tl.float32)
         for k0 in range(0, D, BK):
@@ -85,26 +125,33 @@ if triton is not None:
             where = live[:, None] & inside[None, :]
             wg = tl.load(base + n[:, None] * D + d[None, :], mask=where, other=0.0)
             wu = tl.load(base + (I + n)[:, None] * D + d[None, :], mask=where, other=0.0)
+            if DIRECT:
+                tl.store(kept + n[:, None] * D + d[None, :], wg, mask=where & away)
+                tl.store(kept + (I + n)[:, None] * D + d[None, :], wu, mask=where & away)
             acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
             acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
         act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u  # silu(gate) * up
         tl.store(a + j * I + n, act, mask=live)
 
     @triton.jit
-    def _down(mem, rows, a, w, y, k, row_elems, down_off, I, D,
-              BN: tl.constexpr, BK: tl.constexpr):
+    def _down(mem, rows, far, far_rows, land, a, w, y, k, row_elems, down_off, I, D,
+              BN: tl.constexpr, BK: tl.constexpr, DIRECT: tl.constexpr):
         n = tl.program_id(0) * BN + tl.arange(0, BN)  # [BN] outputs
         live = n < D
         acc = tl.zeros([BN], dtype=tl.float32)
         for j in range(0, k):  # rank order: the sum never depends on arrival
-            base = mem + tl.load(rows + j) * row_elems + down_off  # down [D, I]
+            row, away = _row(mem, rows, far, far_rows, j, row_elems, DIRECT)
+            base = row + down_off  # down [D, I]
+            kept = land + j * row_elems + down_off
             part = tl.zeros([BN], dtype=tl.float32)
             for k0 in range(0, I, BK):
                 i = k0 + tl.arange(0, BK)
                 inside = i < I
                 av = tl.load(a + j * I + i, mask=inside, other=0.0)
-                wd = tl.load(base + n[:, None] * I + i[None, :],
-                             mask=live[:, None] & inside[None, :], other=0.0)
+                where = live[:, None] & inside[None, :]
+                wd = tl.load(base + n[:, None] * I + i[None, :], mask=where, other=0.0)
+                if DIRECT:
+                    tl.store(kept + n[:, None] * I + i[None, :], wd, mask=where & away)
                 part += tl.sum(wd.to(tl.float32) * av[None, :], axis=1)
             acc += tl.load(w + j) * part
         tl.store(y + n, acc.to(y.dtype.element_ty), mask=live)
