@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from tuner.engine.experts import LANDING_SETS
 from tuner.engine.session import Session
 from tuner.engine.slots import RESIDENT, SPEC
 
@@ -98,3 +99,16 @@ def test_misses_read_in_place_change_nothing_but_the_way_in(tiny_config, run, ch
         assert 0 < t["bytes_direct"] <= t["bytes_demand"]
     else:
         assert t["bytes_direct"] == 0
+
+
+def test_the_arena_counts_every_expert_byte_it_holds(tiny_config):
+    """What a peer at the same budget is given: the slots, the bypass rows and, with
+    misses read in place (a GPU with the RAM store), the landing sets."""
+    s = Session(replace(tiny_config, expert_store="ram"))
+    try:
+        arena, k = s.engine.arena, s.ckpt.config.top_k
+        rows = arena.n + k + (LANDING_SETS * k if arena.direct else 0)
+        assert arena.device_bytes == rows * arena.mem.shape[1]
+        assert arena.direct or not torch.cuda.is_available()  # on by default on a GPU
+    finally:
+        s.engine.close()

@@ -51,9 +51,10 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
     """The engine streaming through its arena (current settings), the engine's fully
     resident path, transformers with every weight in fast memory (eager attention), and
     transformers with accelerate's offload at the engine's fast-memory budget (dense weights
-    plus the arena's expert bytes; the rest in host RAM on a GPU, on disk on a machine
-    without one) over `opts.offload_tokens` tokens. ms per generated token from one run
-    each, after a warm-up; the tokens each side generated are compared."""
+    plus every expert byte the arena holds there: slots, bypass rows, landing sets; the
+    rest in host RAM on a GPU, on disk on a machine without one) over
+    `opts.offload_tokens` tokens. ms per generated token from one run each, after a
+    warm-up; the tokens each side generated are compared."""
     try:
         import accelerate  # noqa: F401  (needed by transformers' device_map offload)
         import transformers
@@ -69,12 +70,12 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
     mc = ckpt.config
     slots = arena_slots(cfg.expert_cache, mc.num_layers, mc.num_experts)
     dense = sum(t.numel() * t.element_size() for t in ckpt.dense().values())
-    budget = dense + slots * ckpt.expert_bytes
     resident = Resident(ckpt, cfg.context, device)
     greedy_ms(resident.step, 2, device)  # warm: kernels, handles
     res_ids, res_ms = greedy_ms(resident.step, tokens, device)
     del resident
     engine = Engine(ckpt, cfg, device)
+    budget = dense + engine.arena.device_bytes  # what the engine holds there, all of it
     try:
         ids, ms = greedy_ms(engine.step, tokens, device)
     finally:

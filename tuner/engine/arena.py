@@ -179,6 +179,13 @@ class Arena:
         else:
             self.rows = [self.mem[i].numpy().data for i in range(slots + K)]
 
+    @property
+    def device_bytes(self) -> int:
+        """Expert bytes held where the experts are computed: the rows (slots and bypass)
+        and, with misses read in place, the landing sets."""
+        landing = self.experts.landing
+        return self.mem.nbytes + (0 if landing is None else landing.nbytes)
+
     # -- residency and the table ---------------------------------------------------------
     def mask(self, layer: int) -> torch.Tensor:
         """Layer `layer`'s residency [E] on the compute device."""
