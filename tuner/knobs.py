@@ -180,10 +180,10 @@ KNOBS: tuple[Knob, ...] = (
          "memory from the start, so a miss is one copy over the link and no read", "io", "-",
          choices=("disk", "ram"), restart=True),
     Knob("miss_direct", "STRATA_MISS_DIRECT", bool, True,
-         "with expert_store = ram on a GPU: 1 = a miss is read by the layer's kernels "
-         "straight from host memory over the link, with no wait for the host to learn of "
-         "it, and kept in the arena by a device copy; 0 = the host copies it in and the "
-         "layer is computed again", "io", "-", restart=True),
+         "with expert_store = ram: 1 = a layer reads a miss in place from host memory (on a "
+         "GPU its kernels, over the link), with no wait for the host to learn of it, and "
+         "the host keeps it in the arena from the bytes the layer read; 0 = the host "
+         "copies it in and the layer is computed again", "io", "-", restart=True),
     Knob("io_workers", "STRATA_IO_WORKERS", int, 8,
          "reader threads", "io", S000, 1, 64, unit="threads", restart=True,
          search=(4, 16)),

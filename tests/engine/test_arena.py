@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from tuner.engine import model
 from tuner.engine.experts import LANDING_SETS
 from tuner.engine.session import Session
 from tuner.engine.slots import RESIDENT, SPEC
@@ -69,13 +70,17 @@ def test_the_ram_store_copies_misses_without_reading(tiny_config, run):
     assert ram["totals"]["stall_ms"] == 0
 
 
+@pytest.mark.parametrize("shapes", [{"cuda"}, {"cpu", "cuda"}])
 @pytest.mark.parametrize("changes", [{}, {"drop_cold": 0.3}, {"prefetch": "stale",
                                                                "prefetch_max": 0}])
-def test_misses_read_in_place_change_nothing_but_the_way_in(tiny_config, run, changes):
-    """miss_direct with the RAM store: on CUDA the layer's kernels read a miss from host
-    memory and the host keeps it from the bytes they landed; the tokens, hits, misses,
-    evictions and bytes are those of copying it in first, and every demand miss's bytes
-    are counted as read in place. Without a GPU the knob changes nothing."""
+def test_misses_read_in_place_change_nothing_but_the_way_in(tiny_config, run, changes,
+                                                            shapes, monkeypatch):
+    """miss_direct with the RAM store: a layer reads a miss from host memory (on CUDA its
+    kernels) and the host keeps it from the bytes it landed; the tokens, hits, misses,
+    evictions and bytes are those of copying it in first, every kept row holds its
+    expert, and the decode's demand misses are counted as read in place (a prompt's are
+    copied in). With CUDA's fixed shapes on the CPU, two layers run ahead of the host."""
+    monkeypatch.setattr(model, "FIXED_SHAPES", shapes)
     cfg = replace(tiny_config, expert_store="ram", **changes)
     s = Session(cfg)
     try:
@@ -94,21 +99,19 @@ def test_misses_read_in_place_change_nothing_but_the_way_in(tiny_config, run, ch
         [tuple(r[k] for k in keys) for r in copied["layers"]]
     assert copied["totals"]["bytes_direct"] == 0
     assert direct["totals"]["sync_misses"] > 0
-    t = direct["totals"]  # the prompt's misses are copied in: prefill reads no kernel's way
-    if torch.cuda.is_available():
-        assert 0 < t["bytes_direct"] <= t["bytes_demand"]
-    else:
-        assert t["bytes_direct"] == 0
+    t = direct["totals"]
+    assert 0 < t["bytes_direct"] <= t["bytes_demand"]
 
 
 def test_the_arena_counts_every_expert_byte_it_holds(tiny_config):
     """What a peer at the same budget is given: the slots, the bypass rows and, with
-    misses read in place (a GPU with the RAM store), the landing sets."""
+    misses read in place on a GPU (the RAM store), the landing sets."""
     s = Session(replace(tiny_config, expert_store="ram"))
     try:
         arena, k = s.engine.arena, s.ckpt.config.top_k
-        rows = arena.n + k + (LANDING_SETS * k if arena.direct else 0)
+        landing = arena.direct and torch.cuda.is_available()  # the CPU lands nothing
+        rows = arena.n + k + (LANDING_SETS * k if landing else 0)
         assert arena.device_bytes == rows * arena.mem.shape[1]
-        assert arena.direct or not torch.cuda.is_available()  # on by default on a GPU
+        assert arena.direct  # on by default
     finally:
         s.engine.close()

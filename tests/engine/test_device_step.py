@@ -1,7 +1,8 @@
 """The device-first decode step (device_step.py) with the shapes it has on CUDA, run eagerly
 on the CPU: one token's attention over a fixed span with the position as a tensor, bodies
-that compute whatever the table found, the next layer run ahead of the host, and layers
-computed again where an expert was missing. CUDA adds only the graphs around the same code."""
+that compute whatever the table found, the next layer run ahead of the host, layers
+computed again where an expert was missing, and with the RAM store misses read in place
+with two layers queued ahead. CUDA adds only the graphs around the same code."""
 
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def test_the_fixed_path_runs_every_layer_on_the_device_first(fixed, tiny_config)
     {"expert_cache": 6}, {"expert_cache": 64}, {"cache_policy": "2q"},
     {"prefetch": "stale", "prefetch_max": 0}, {"prefetch": "prev"},
     {"arena_split": "layers", "prefetch": "stale", "prefetch_max": 0},
+    {"expert_store": "ram"}, {"expert_store": "ram", "expert_cache": 6},
+    {"expert_store": "ram", "prefetch": "stale", "prefetch_max": 0},
 ])
 def test_bonus_zero_output_is_bit_identical_on_the_fixed_path(fixed, tiny_config, run,
                                                                  changes):
@@ -103,6 +106,7 @@ def test_a_layer_run_ahead_on_a_table_that_then_changed_runs_again(fixed, tiny_c
 @pytest.mark.parametrize("changes", [
     {}, {"drop_cold": 0.2}, {"moce_bonus": 0.85, "prefetch": "stale", "prefetch_max": 0},
     {"drop_cold": 0.1, "prefetch": "prev", "cache_policy": "2q"},
+    {"expert_store": "ram"}, {"expert_store": "ram", "drop_cold": 0.2},
 ])
 def test_the_device_first_path_decides_as_the_host_driven_one(tiny_config, monkeypatch,
                                                               shapes, changes):

@@ -155,10 +155,9 @@ class Arena:
         # the RAM store: misses are copied from here, never read
         self.host = HostCopy(ckpt, pin=self.cuda, check=check) \
             if cfg.expert_store == "ram" else None
-        far = self.host.mem if self.host is not None and self.cuda and cfg.miss_direct \
-            else None
+        far = self.host.mem if self.host is not None and cfg.miss_direct else None
         self.experts = Experts(self.mem, ckpt.layout, K, far)
-        # misses are read in place by the kernels of a layer's body (device_step.py)
+        # misses are read in place by a layer's body (device_step.py)
         self.direct = self.experts.far is not None
         self.expert_bytes = ckpt.expert_bytes
         # the router's view of residency, and where the device finds each expert
@@ -247,11 +246,15 @@ class Arena:
         return waited
 
     def adopt(self, fetch: Fetch, rank: int) -> None:
-        """Keeps a miss the layer's kernels read in place (`direct`): the bytes they landed
-        for rank `rank`, copied into its row on the compute stream (after the layer that
-        landed them, before any later reader of the row), and entered into the table."""
-        self.mem[fetch.row].copy_(self.experts.landed(fetch.key[0], rank))
-        fetch.uploaded = True
+        """Keeps a miss its layer read in place (`direct`): on CUDA the bytes the kernels
+        landed for rank `rank`, copied into its row on the compute stream (after the layer
+        that landed them, before any later reader of the row); on the CPU the host copy's
+        row. Then entered into the table."""
+        if self.experts.landing is None:
+            self.upload([fetch])
+        else:
+            self.mem[fetch.row].copy_(self.experts.landed(fetch.key[0], rank))
+            fetch.uploaded = True
         self.publish_row(fetch.key, fetch.row)
 
     def upload_arrived(self, fetches: list[Fetch]) -> None:

@@ -54,8 +54,8 @@ COUNTERS: tuple[Column, ...] = (
     Column("h2d_ms", "ms", "copy-engine time uploading read experts to the device (CUDA "
            "events; 0 without a GPU)"),
     Column("bytes_h2d", "bytes", "bytes of read experts uploaded to the device (CUDA)"),
-    Column("bytes_direct", "bytes", "bytes of misses the experts' kernels read straight "
-           "from host memory over the link (CUDA, expert_store = ram, miss_direct)"),
+    Column("bytes_direct", "bytes", "bytes of misses a layer read in place from host "
+           "memory, over the link on a GPU (expert_store = ram, miss_direct)"),
     Column("link_experts", "experts", "misses copied over the link and computed on the device"),
     Column("cpu_experts", "experts", "misses computed on the CPU from host RAM"),
     Column("vram_ms", "ms", "time computing resident experts (cpu_pool)"),
