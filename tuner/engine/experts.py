@@ -36,8 +36,7 @@ class Experts:
         self.landing = None if self.far is None or not self.fused else \
             torch.zeros(LANDING_SETS, k, mem.shape[1], dtype=torch.uint8, device=mem.device)
 
-    def gather(self, rows: torch.Tensor, far_rows: torch.Tensor | None = None,
-               layer: int = 0) -> Weights:
+    def gather(self, rows: torch.Tensor, far_rows: torch.Tensor | None = None) -> Weights:
         """The experts in `rows` (int64 on mem's device), in that order, as one batch; with
         `far_rows` (the CPU), a negative row read from `far` instead."""
         batch = self.batch[:len(rows)]
@@ -62,7 +61,7 @@ class Experts:
                 assert self.far is not None and self.landing is not None  # made with far
                 far = fused.Far(self.far, far_rows, self.landing[layer % LANDING_SETS, :len(rows)])
             return fused.mix(self.mem, rows, self.layout, x, w, far)
-        return w.to(x.dtype) @ experts_out(x, self.gather(rows, far_rows, layer))
+        return w.to(x.dtype) @ experts_out(x, self.gather(rows, far_rows))
 
     def landed(self, layer: int, rank: int) -> torch.Tensor:
         """The bytes of the expert of rank `rank` that layer `layer` read far."""
