@@ -157,8 +157,6 @@ class Arena:
             if cfg.expert_store == "ram" else None
         far = self.host.mem if self.host is not None and cfg.miss_direct else None
         self.experts = Experts(self.mem, ckpt.layout, K, far)
-        # misses are read in place by a layer's body (device_step.py)
-        self.direct = self.experts.far is not None
         self.expert_bytes = ckpt.expert_bytes
         # the router's view of residency, and where the device finds each expert
         self.residency = Mirror(torch.zeros(L, E, dtype=torch.bool), device)
@@ -177,6 +175,11 @@ class Arena:
             self.compute = torch.cuda.current_stream(device)
         else:
             self.rows = [self.mem[i].numpy().data for i in range(slots + K)]
+
+    @property
+    def direct(self) -> bool:
+        """Misses are read in place by a layer's body (device_step.py)."""
+        return self.experts.far is not None
 
     @property
     def device_bytes(self) -> int:

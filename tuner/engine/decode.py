@@ -8,8 +8,8 @@ expert (every lookup a hit) its output stands and, on CUDA, the next layer was a
 launched before the host's bookkeeping, so the hit path never waits on the host. Otherwise
 the layer's experts are computed again once the misses landed (`fix`), with the same
 kernels, so the output is bit for bit what computing them together gives. With the RAM
-store on CUDA (`miss_direct`) the body reads its misses in place from host memory, its
-output stands, and the host only keeps them in the arena from the bytes the body landed.
+store (`miss_direct`) the body reads its misses in place from host memory, its output
+stands, and the host only keeps them in the arena (on CUDA from the bytes the body landed).
 The three sites (`cpu_pool`), a routing trace and a route recording take the host-driven
 path instead, where the host routes each layer before its experts are computed.
 
@@ -302,8 +302,8 @@ class Engine:
                 if launched[m] is None:
                     self._launch(run, m)  # queued before the host waits on layer l
             pack = run.read(l)
-            if self._settle(run, l, pack, stale):
-                launched[l + 1:] = [None] * (L - l - 1)  # they ran on its output before the fix
+            if self._settle(run, l, pack, stale) and l + 1 < L:
+                launched[l + 1] = None  # it ran on this layer's output before the fix
             stale = pack.stale_next
         return run.logits()
 
@@ -315,8 +315,8 @@ class Engine:
         self.spec.arrived(l)  # uploads (and enters into the table) speculation that arrived
         self.arena.sync()
         self._launched[l] = self.arena.version(l)
-        later = len(self._launched) - l - 1
-        self._launched[l + 1:] = [None] * later  # runs queued before this one read a stale input
+        # runs queued before this one read a stale input (relaunching l+1 clears the rest)
+        self._launched[l + 1:] = [None] * (len(self._launched) - l - 1)
         self.clock.open(l, "layer_ms")
         run.run(l)
         self.clock.close(l, "layer_ms")

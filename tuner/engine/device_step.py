@@ -10,7 +10,8 @@ CUDA graph, captured once per layer and attention span and replayed with one cal
 cannot branch, so there a body computes its experts whatever it found (a missing one
 computes row 0, and the host fixes the layer; or, where every expert also sits in
 page-locked host memory, a missing one is read there in place and needs no fix: fused.Far);
-on the CPU the body runs eagerly and skips the experts' compute when one of them is missing.
+on the CPU the body runs eagerly and skips the experts' compute when one of them is missing,
+unless misses are read in place (from the RAM store's host copy).
 
 The host reads a layer's pack after the layer's event. Where the device found every
 expert, its output stands and the next layer may already run; otherwise the host lands
