@@ -56,6 +56,10 @@ def main(args: argparse.Namespace) -> int:
     print(f"workload {snap['workload']['name']}: prefill {pre['tokens']} tokens of "
           f"{prompts}, {pre['ms_per_token']} ms/token, time to first token "
           f"{pre['ttft_ms']} ms; decode {dec['tokens']} tokens, {dec['ms_per_token']} ms/token")
+    steady = snap["window"]["phases"]["decode"]
+    print(f"steady: the last {steady['tokens']} decoded tokens at {steady['ms_per_token']} "
+          f"ms/token; warm-up {t['warmup_ms']} ms before the tokens (graphs captured, "
+          "kernels built; in no ms/token)")
     if t["q_tokens"]:
         print(f"quality: KL {t['quality_kl']} nats/token, top-1 agreement "
               f"{t['top1_agreement']} % over {t['q_tokens']} compared tokens; the exact "

@@ -48,6 +48,8 @@ COUNTERS: tuple[Column, ...] = (
     Column("pf_timely", "experts", "speculation claimed after it had completed"),
     Column("stall_ms", "ms", "time the layer waited for reads"),
     Column("layer_ms", "ms", "time spent in the layer's MoE block"),
+    Column("warmup_ms", "ms", "time before the tokens that needed them capturing the layer's "
+           "CUDA graphs and building their kernels (not in ms per token; 0 without a GPU)"),
     Column("bytes_demand", "bytes", "bytes read on demand"),
     Column("bytes_spec", "bytes", "bytes read speculatively"),
     Column("evictions", "experts", "experts of this layer evicted from the arena"),

@@ -168,6 +168,30 @@ class Engine:
                             and not cfg.adapt_overlap)
         if self.device_step is not None:
             self.device_step.set_route(self._route_spec())
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """On CUDA, makes what the device-first path replays before a token needs it: each
+        layer's graphs for every attention span and the kernels their first runs build.
+        Their time is counted apart (warmup_ms on each layer's row), never in a token's.
+        Runs when the engine is built and after a change that drops graphs."""
+        if not self.cuda or self._host_driven():
+            return
+        took = self._device_step().warm(fixes=not self.arena.direct)
+        if any(took):
+            for layer, seconds in enumerate(took):
+                self.counters.add(layer, "warmup_ms", 1000 * seconds)
+            self.counters.end_token(0.0, tokens=0)
+
+    def _host_driven(self) -> bool:
+        """The host routes each layer first: the three sites, a routing trace, a recording."""
+        return bool(self.cfg.cpu_pool) or self.routing is not None or self.route_log is not None
+
+    def _device_step(self) -> DeviceStep:
+        if self.device_step is None:
+            self.device_step = DeviceStep(self.dec, self.arena.experts, self.arena.table.dev,
+                                          self.arena.residency.dev, self._route_spec())
+        return self.device_step
 
     def _route_spec(self) -> Route:
         cfg = self.cfg
@@ -255,7 +279,7 @@ class Engine:
             assert self.sites is not None  # made when cpu_pool was first switched on
             self.sites.tier_round(cfg, self.adapt_fetch)
         self.steps += 1
-        if cfg.cpu_pool or self.routing is not None or self.route_log is not None:
+        if self._host_driven():
             logits = self._host_step(token, pos)
         else:
             logits = self._device_first(token, pos)
@@ -279,10 +303,7 @@ class Engine:
 
     def _device_first(self, token: int, pos: int) -> torch.Tensor:
         """Each layer's device work first, the host's after it (see the module's doc)."""
-        if self.device_step is None:
-            self.device_step = DeviceStep(self.dec, self.arena.experts, self.arena.table.dev,
-                                          self.arena.residency.dev, self._route_spec())
-        run, L, launched, cfg = self.device_step, self.mc.num_layers, self._launched, self.cfg
+        run, L, launched, cfg = self._device_step(), self.mc.num_layers, self._launched, self.cfg
         launched[:] = [None] * L
         # layers queued ahead of the host: one, or with misses read in place (no layer is
         # ever computed again) as many as the landing sets allow

@@ -24,6 +24,7 @@ Shapes: D hidden, E experts, K top-k, L layers, P pack width (3K + 2E).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,11 +101,38 @@ class DeviceStep:
         self._rows = torch.zeros(K, dtype=torch.int64, pin_memory=self.cuda)
         self.fix_rows = torch.zeros(L, K, dtype=torch.int64, device=dev)  # a fix's rows
         self._fixes: dict[int, torch.cuda.CUDAGraph] = {}  # by layer
+        self.captured = 0  # graphs captured so far
 
     def set_route(self, route: Route) -> None:
         if route != self.route:
             self.route = route
             self.graphs.clear()  # captured with the old routing
+
+    def warm(self, fixes: bool = True) -> list[float]:
+        """On CUDA, captures every graph a token can replay that is not captured yet: each
+        layer's body for every attention span of the context, its fix (`fixes`), the
+        logits. Their eager runs build the kernels, so no token pays for either. The runs
+        write scratch only: the position is the context's last, whose keys and values a
+        token writes before any token reads them. Returns the seconds each layer took (the
+        logits' on the last); on the CPU, nothing to do."""
+        took = [0.0] * self.L
+        if not self.cuda:
+            return took
+        tokpos = self.tokpos.clone()
+        self.tokpos[1].fill_(self.dec.context - 1)
+        for layer in range(self.L):
+            t0, before = time.perf_counter(), self.captured
+            for span in self.dec.spans():
+                self._body_graph(layer, span)
+            if fixes:
+                self._fix_graph(layer)
+            if layer + 1 == self.L and self._head is None:
+                self._head = self._capture(self._logits)
+            if self.captured != before:
+                self.stream.synchronize()
+                took[layer] = time.perf_counter() - t0
+        self.tokpos.copy_(tokpos)
+        return took
 
     # -- one token ---------------------------------------------------------------------
     def start(self, token: int, pos: int) -> None:
@@ -120,11 +148,7 @@ class DeviceStep:
         if not self.cuda:
             self._body(layer, span)
             return
-        graph = self.graphs.get((layer, span))
-        if graph is None:
-            graph = self.graphs[layer, span] = self._capture(
-                lambda: self._body(layer, span))
-        graph.replay()
+        self._body_graph(layer, span).replay()
         self.done[layer].record(self.stream)
 
     def read(self, layer: int) -> Pack:
@@ -144,11 +168,7 @@ class DeviceStep:
             self._fix(layer, idx.to(self.fix_rows.device, non_blocking=True), w)
             return
         self.fix_rows[layer].copy_(idx, non_blocking=True)
-        graph = self._fixes.get(layer)
-        if graph is None:
-            graph = self._fixes[layer] = self._capture(
-                lambda: self._fix(layer, self.fix_rows[layer], self.w[layer]))
-        graph.replay()
+        self._fix_graph(layer).replay()
 
     def _fix(self, layer: int, rows: torch.Tensor, w: torch.Tensor) -> None:
         x = self.x[layer]
@@ -221,6 +241,19 @@ class DeviceStep:
     def _logits(self) -> None:
         self.out.copy_(self.dec.logits(self.h[self.L]))
 
+    def _body_graph(self, layer: int, span: int) -> torch.cuda.CUDAGraph:
+        graph = self.graphs.get((layer, span))
+        if graph is None:
+            graph = self.graphs[layer, span] = self._capture(lambda: self._body(layer, span))
+        return graph
+
+    def _fix_graph(self, layer: int) -> torch.cuda.CUDAGraph:
+        graph = self._fixes.get(layer)
+        if graph is None:
+            graph = self._fixes[layer] = self._capture(
+                lambda: self._fix(layer, self.fix_rows[layer], self.w[layer]))
+        return graph
+
     def _capture(self, fn) -> torch.cuda.CUDAGraph:
         """`fn` captured as a CUDA graph, after two eager runs on a side stream (they load
         kernels and make library handles; their writes are the same the replay makes)."""
@@ -230,6 +263,7 @@ class DeviceStep:
             for _ in range(2):
                 fn()
         torch.cuda.current_stream().wait_stream(side)
+        self.captured += 1
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             fn()

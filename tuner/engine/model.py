@@ -178,6 +178,13 @@ class Decoder:
             span = min(self.context, 2 * span)
         return span
 
+    def spans(self) -> list[int]:
+        """Every span a token of this context attends over (`span`), shortest first."""
+        out = [self.span(0)]
+        while out[-1] < self.context:
+            out.append(self.span(out[-1]))
+        return out
+
     def _rope(self, x: torch.Tensor, pos: int) -> torch.Tensor:
         """x [T, heads, Dh] at positions pos.., rotate-half convention as in Hugging Face."""
         half = x.shape[-1] // 2

@@ -40,6 +40,8 @@ class Resident:
         self.run = DeviceStep(self.dec, self.experts,
                               torch.arange(L * E, device=device).view(L, E), None, Route()) \
             if self.experts is not None and self.dec.fixed else None
+        if self.run is not None:
+            self.run.warm(fixes=False)  # graphs and kernels before the first timed token
 
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:
