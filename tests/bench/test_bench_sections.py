@@ -17,7 +17,7 @@ def bench(tiny_model, tmp_path_factory):
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as mp, redirect_stdout(out):
         mp.setenv("TUNER_HOME", str(tmp_path_factory.mktemp("home")))  # the int4 copy
-        assert main(["bench", "--only", "machinery,limit,quant,peer", "--tokens", "8",
+        assert main(["bench", "--only", "machinery,limit,quant,prefetch,peer", "--tokens", "8",
                      "--json", "--model", str(tiny_model), "--expert-cache", "16",
                      "--io-workers", "2", "--io-urgent", "1", "--device", "cpu"]) == 0
     return json.loads(out.getvalue())
@@ -45,6 +45,19 @@ def test_limit_is_the_sum_of_its_measured_pieces(bench):
     assert r["link_gbps"] is None and r["store_gbps"] > 0  # no link without a GPU
     # the tiny model: 4 layers x 4 experts of 24,576 bytes are part of what a token reads
     assert r["active_bytes_per_token"] > 4 * 4 * 24576
+
+
+def test_prefetch_prices_the_stale_gate_against_none_with_each_store(bench):
+    r = bench["prefetch"]
+    assert set(r["stores"]) == {"ram", "disk"}
+    for store in r["stores"].values():
+        assert store["stale_ms_per_token"] > 0 and store["none_ms_per_token"] > 0
+        off, stale = store["per_token"]["off"], store["per_token"]["stale"]
+        assert off["pf_issued"] == 0 and stale["pf_issued"] > 0
+        # speculation is claimed or not, never both: it cannot exceed what was issued
+        assert stale["pf_timely"] + stale["pf_late"] <= stale["pf_issued"]
+    # the RAM store on the CPU reads misses in place: the bodies read ahead, none is late
+    assert r["stores"]["ram"]["per_token"]["stale"]["pf_late"] == 0
 
 
 def test_quant_compares_bytes_at_the_same_arena_share(bench):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tuner.engine import model
-from tuner.engine.experts import LANDING_SETS
+from tuner.engine.experts import LANDING_SETS, SPEC_SETS
 from tuner.engine.session import Session
 from tuner.engine.slots import RESIDENT, SPEC
 
@@ -71,8 +71,7 @@ def test_the_ram_store_copies_misses_without_reading(tiny_config, run):
 
 
 @pytest.mark.parametrize("shapes", [{"cuda"}, {"cpu", "cuda"}])
-@pytest.mark.parametrize("changes", [{}, {"drop_cold": 0.3}, {"prefetch": "stale",
-                                                               "prefetch_max": 0}])
+@pytest.mark.parametrize("changes", [{}, {"drop_cold": 0.3}])
 def test_misses_read_in_place_change_nothing_but_the_way_in(tiny_config, run, changes,
                                                             shapes, monkeypatch):
     """miss_direct with the RAM store: a layer reads a miss from host memory (on CUDA its
@@ -103,6 +102,41 @@ def test_misses_read_in_place_change_nothing_but_the_way_in(tiny_config, run, ch
     assert 0 < t["bytes_direct"] <= t["bytes_demand"]
 
 
+@pytest.mark.parametrize("shapes", [{"cuda"}, {"cpu", "cuda"}])
+@pytest.mark.parametrize("predictor", ["stale", "prev"])
+def test_reading_ahead_on_the_device_moves_no_residency(tiny_config, run, predictor, shapes,
+                                                        monkeypatch):
+    """With misses read in place a layer's body reads the next layer's predicted misses
+    ahead into rows of their own, so speculation takes no slot: the tokens, hits and
+    evictions are those of no prefetch, a read-ahead expert the router picks is a miss
+    served early (pf_timely), the rest are unused, each read-ahead expert's bytes are
+    counted once, and every kept row holds its expert."""
+    monkeypatch.setattr(model, "FIXED_SHAPES", shapes)
+    cfg = replace(tiny_config, expert_store="ram", prefetch=predictor, prefetch_max=0,
+                  temperature=0.0)
+    s = Session(cfg)
+    try:
+        s.run(120)
+        ahead, arena = s.snapshot(), s.engine.arena
+        assert s.engine.device_step is not None and s.engine.device_step.route.ahead
+        for slot, key in enumerate(arena.slots.key):
+            if key is not None and arena.slots.state[slot] == RESIDENT:
+                assert torch.equal(arena.mem[slot].cpu(), arena.host.row(key)), (slot, key)
+    finally:
+        s.engine.close()
+    off = run(replace(cfg, prefetch="off"))
+    assert ahead["output_hash"] == off["output_hash"]
+    for a, o in zip(ahead["layers"], off["layers"]):
+        assert (a["hits"], a["evictions"]) == (o["hits"], o["evictions"])
+        assert a["sync_misses"] + a["pf_timely"] == o["sync_misses"]
+        assert a["pf_timely"] + a["pf_unused"] == a["pf_issued"]
+        assert a["pf_late"] == a["pf_cancelled"] == a["pf_partial"] == 0
+    t, expert = ahead["totals"], s.ckpt.expert_bytes
+    assert t["bytes_spec"] == t["pf_issued"] * expert
+    if predictor == "stale":  # prev names what the arena already holds after a token
+        assert t["pf_timely"] > 0 and t["pf_issued"] > t["pf_timely"]
+
+
 def test_the_arena_counts_every_expert_byte_it_holds(tiny_config):
     """What a peer at the same budget is given: the slots, the bypass rows and, with
     misses read in place on a GPU (the RAM store), the landing sets."""
@@ -110,7 +144,7 @@ def test_the_arena_counts_every_expert_byte_it_holds(tiny_config):
     try:
         arena, k = s.engine.arena, s.ckpt.config.top_k
         landing = arena.direct and torch.cuda.is_available()  # the CPU lands nothing
-        rows = arena.n + k + (LANDING_SETS * k if landing else 0)
+        rows = arena.n + k + SPEC_SETS * k + (LANDING_SETS * k if landing else 0)
         assert arena.device_bytes == rows * arena.mem.shape[1]
         assert arena.direct  # on by default
     finally:

@@ -48,12 +48,22 @@ CHECK = textwrap.dedent('''
     # bits as near, and lands its bytes; a near row lands nothing
     far_mem = mem.cpu().pin_memory() if device == "cuda" else mem.clone()
     land = torch.zeros(4, layout.row_bytes, dtype=torch.uint8, device=device)
-    far = fused.Far(far_mem, torch.tensor([0, 2, 0, 5], device=device), land)
+    far = fused.Far(far_mem, torch.tensor([0, 2, 0, 5], device=device), land, len(mem))
     got = fused.mix(mem, torch.tensor([7, -1, 11, -1], device=device), layout, x, w, far)
     assert torch.equal(got, fused.mix(mem, torch.tensor([7, 2, 11, 5], device=device),
                                       layout, x, w))
     assert torch.equal(land[1], mem[2]) and torch.equal(land[3], mem[5])
     assert not land[0].any() and not land[2].any()
+    # near rows from land_from on (speculation's) land as far ones do
+    land.zero_()
+    far = fused.Far(far_mem, torch.tensor([0, 2, 0, 5], device=device), land, 11)
+    got = fused.mix(mem, torch.tensor([7, -1, 11, -1], device=device), layout, x, w, far)
+    assert torch.equal(land[2], mem[11]) and torch.equal(land[1], mem[2])
+    assert not land[0].any()
+    # copy_rows reads the rows it names from far memory and skips -1, in one kernel
+    dst = torch.zeros(3, layout.row_bytes, dtype=torch.uint8, device=device)
+    fused.copy_rows(dst, 0, far_mem, torch.tensor([4, -1, 9], device=device))
+    assert torch.equal(dst[0], mem[4]) and not dst[1].any() and torch.equal(dst[2], mem[9])
     print("ok", err)
 ''')
 

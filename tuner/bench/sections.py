@@ -84,6 +84,10 @@ SECTIONS: tuple[Section, ...] = (
             "(made once into the model cache), with the copy's quality", "tuner.bench.quant"),
     Section("prefill", "(g) prefill", "a 256-token prompt prefilled in one batch against "
             "token by token, each on a cold arena", "tuner.bench.prefill"),
+    Section("prefetch", "(h) prefetch", "ms per token with stale-gate prefetch against none "
+            "at the current settings, with the RAM and the disk store, interleaved on the "
+            "same greedy tokens, with stall and bytes per token", "tuner.bench.prefetch",
+            gpu=True),
     Section("peer", "peer", "the engine against transformers on the same checkpoint, fully "
             "resident and with accelerate's offload at the engine's fast-memory budget "
             "(needs transformers and accelerate)", "tuner.bench.peer", gpu=True),

@@ -29,7 +29,7 @@ import torch
 
 from tuner.config import Config
 from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.experts import Experts
+from tuner.engine.experts import SPEC_SETS, Experts, reads_far
 from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import Weights
 from tuner.engine.slots import Key, SlotMap
@@ -146,8 +146,6 @@ class Arena:
         self.slots = SlotMap(slots, policy, quotas)
         self.n = slots
         self.bypass = list(range(slots, slots + K))
-        # padding bytes stay zero, so a row compares equal to the checkpoint's bytes
-        self.mem = torch.zeros(slots + K, ckpt.row_bytes, dtype=torch.uint8, device=device)
         self._batch_rows = torch.zeros(K, dtype=torch.int64, pin_memory=self.cuda)
         self.extents = {(l, e): ckpt.extents(l, e) for l in range(L) for e in range(E)}
         self.pool = ReadPool(cfg.io_workers, cfg.io_urgent, cfg.io_direct,
@@ -155,8 +153,15 @@ class Arena:
         # the RAM store: misses are copied from here, never read
         self.host = HostCopy(ckpt, pin=self.cuda, check=check) \
             if cfg.expert_store == "ram" else None
-        far = self.host.mem if self.host is not None and cfg.miss_direct else None
-        self.experts = Experts(self.mem, ckpt.layout, K, far)
+        far = self.host.mem if self.host is not None and cfg.miss_direct \
+            and reads_far(device, ckpt.layout) else None
+        # misses read in place: layer bodies read the next layer's predictions ahead into
+        # rows after the bypass rows (SPEC_SETS sets of k)
+        spec = SPEC_SETS * K if far is not None else 0
+        # padding bytes stay zero, so a row compares equal to the checkpoint's bytes
+        self.mem = torch.zeros(slots + K + spec, ckpt.row_bytes, dtype=torch.uint8,
+                               device=device)
+        self.experts = Experts(self.mem, ckpt.layout, K, far, spec=bool(spec))
         self.expert_bytes = ckpt.expert_bytes
         # the router's view of residency, and where the device finds each expert
         self.residency = Mirror(torch.zeros(L, E, dtype=torch.bool), device)
@@ -183,8 +188,8 @@ class Arena:
 
     @property
     def device_bytes(self) -> int:
-        """Expert bytes held where the experts are computed: the rows (slots and bypass)
-        and, with misses read in place, the landing sets."""
+        """Expert bytes held where the experts are computed: the rows (slots, bypass and,
+        with misses read in place, speculation) and the landing sets."""
         landing = self.experts.landing
         return self.mem.nbytes + (0 if landing is None else landing.nbytes)
 
@@ -233,20 +238,29 @@ class Arena:
         return Fetch(key, row, read, entry)
 
     def land(self, fetches: list[Fetch]) -> float:
-        """Waits for the reads of `fetches`, uploading each as soon as its read is in, makes
-        the compute stream wait for their bytes and publishes them; returns the seconds
-        waited for reads (the stall)."""
+        """Waits for the reads of `fetches`, uploading those that are in together whenever
+        it waits for one (their copies overlap the reads still running), makes the compute
+        stream wait for their bytes and publishes them; returns the seconds waited for
+        reads (the stall)."""
         waited = 0.0
-        for f in fetches:
+        for f in fetches:  # uploaded ones (speculation that arrived) are complete
+            if f.uploaded:
+                continue
             waited += self.pool.wait(f.read)
-            if not f.uploaded:
-                self.upload([f])  # its copy overlaps the reads still running
+            arrived = [g for g in fetches if not g.uploaded and g.read.done.is_set()]
+            for g in arrived:
+                self.pool.wait(g.read)  # raises a failed read's error
+            self.upload(arrived)
+        self._published(fetches)
+        return waited
+
+    def _published(self, fetches: list[Fetch]) -> None:
+        """Publishes uploaded `fetches`, the compute stream waiting for their bytes."""
         if self.cuda:
             for event in {f.ready for f in fetches}:
                 assert event is not None  # every upload on CUDA records one
                 self.compute.wait_event(event)
         self.publish(fetches)
-        return waited
 
     def adopt(self, fetch: Fetch, rank: int) -> None:
         """Keeps a miss its layer read in place (`direct`): on CUDA the bytes the kernels
@@ -262,11 +276,12 @@ class Arena:
 
     def upload_arrived(self, fetches: list[Fetch]) -> None:
         """Uploads those of `fetches` whose reads have completed (speculation that arrived
-        ahead of its layer), so their copy overlaps compute, and publishes those whose
-        bytes are already in place."""
+        ahead of its layer) and publishes every uploaded one, the compute stream waiting
+        for its copy (a few microseconds): the layer's body finds it, where otherwise the
+        layer would be computed again once the host claimed it."""
         self.upload([f for f in fetches if not f.uploaded and f.read.done.is_set()
                      and f.read.complete and not f.read.error])
-        self.publish([f for f in fetches if f.uploaded and (f.ready is None or f.ready.query())])
+        self._published([f for f in fetches if f.uploaded])
 
     def upload(self, fetches: list[Fetch]) -> None:
         """One host-to-device copy per expert, from its staging entry (or the RAM store)

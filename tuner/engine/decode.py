@@ -39,6 +39,7 @@ before `step`, outside the token's timing (`exact_first`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Set
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,11 +51,11 @@ from tuner.engine.arena import Arena, Fetch
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.clock import clock_for
 from tuner.engine.counters import Counters
-from tuner.engine.device_step import DeviceStep, Pack, Route
+from tuner.engine.device_step import Ahead, DeviceStep, Pack, Route
 from tuner.engine.experts import LANDING_SETS
 from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import Decoder, compute_dtype
-from tuner.engine.predict import predict
+from tuner.engine.predict import PREDICTORS, predict
 from tuner.engine.prefill import PROMPT_BATCH, prefill
 from tuner.engine.quality import QualityProbe
 from tuner.engine.routing_source import TraceRouting, open_routing
@@ -105,6 +106,8 @@ class Routed:
     ctrl: list[int] | None  # the probe's control: this layer's router on its input, top-k
     stale_next: np.ndarray | None  # layer l+1's router on this input [E], on the host
     scores: np.ndarray | None = None  # the selected experts' logits [k], host (drop_cold)
+    ahead: frozenset[int] = frozenset()  # ranks the device found read ahead (claimed
+    # speculation, device_step.Ahead)
 
 
 def _top(logits: np.ndarray, k: int) -> list[int]:
@@ -194,11 +197,20 @@ class Engine:
         return self.device_step
 
     def _route_spec(self) -> Route:
-        cfg = self.cfg
+        cfg, ahead = self.cfg, self._ahead()
         if not self.use_residency:  # exact top-k: the moce knobs change nothing
-            return Route(probes=True, scores=self.dropping)
+            return Route(probes=True, scores=self.dropping, ahead=ahead)
         return Route(True, cfg.moce_protect, cfg.moce_bonus, cfg.moce_bonus_r1, probes=True,
-                     scores=self.dropping)
+                     scores=self.dropping, ahead=ahead)
+
+    def _ahead(self) -> Ahead | None:
+        """With misses read in place the device speculates: each layer's body reads the
+        next layer's predicted misses into its speculation rows (device_step.Ahead)."""
+        cfg, K = self.cfg, self.mc.top_k
+        if cfg.prefetch == "off" or not self.arena.experts.speculates:
+            return None
+        return Ahead(cfg.prefetch, min(cfg.prefetch_max or K, K),
+                     PREDICTORS[cfg.prefetch].pick(cfg), cfg.drop_cold if self.dropping else 0.0)
 
     def notes(self) -> list[str]:
         cfg, out = self.cfg, []
@@ -236,6 +248,11 @@ class Engine:
                        "products, which read the arena only")
         if cfg.drop_cold and cfg.cpu_pool:
             out.append("drop_cold is off with cpu_pool: it drops streamed misses only")
+        if self._ahead() is not None and not self._host_driven():
+            out.append("prefetch with misses read in place: each layer reads the next one's "
+                       "predicted misses ahead on the device, into its own rows; one the "
+                       "router picks is kept as a miss is (pf_timely), the rest are unused; "
+                       "none takes a slot ahead, so none is late, cancelled or partial")
         if self.dropping:
             out.append("drop_cold is on: the predictors are scored against the experts "
                        "computed, so ctrl reads below 100 % by the dropped share; read prev "
@@ -259,6 +276,8 @@ class Engine:
     def reset_sequence(self) -> None:
         """A new conversation: the prev-token predictor has nothing to go on."""
         self.prev_sel = [None] * self.mc.num_layers
+        if self.device_step is not None:
+            self.device_step.new_sequence()
         if self.route_log is not None:
             self.route_log.start()
 
@@ -303,16 +322,16 @@ class Engine:
 
     def _device_first(self, token: int, pos: int) -> torch.Tensor:
         """Each layer's device work first, the host's after it (see the module's doc)."""
-        run, L, launched, cfg = self._device_step(), self.mc.num_layers, self._launched, self.cfg
+        run, L, launched = self._device_step(), self.mc.num_layers, self._launched
         launched[:] = [None] * L
         # layers queued ahead of the host: one, or with misses read in place (no layer is
         # ever computed again) as many as the landing sets allow
         ahead = LANDING_SETS - 1 if self.arena.direct else 1
         # a queued layer needs running again when its table or residency changed before
         # it was settled, unless every write into a row it reads is queued after it on the
-        # compute stream (misses read in place, no speculation on the copy stream) and its
+        # compute stream (misses read in place: speculation is the bodies' own) and its
         # routing does not read residency: then what it read was still there
-        still = self.arena.direct and cfg.prefetch == "off" and not self.use_residency
+        still = self.arena.direct and not self.use_residency
         run.start(token, pos)
         stale: np.ndarray | None = None
         for l in range(L):
@@ -346,9 +365,15 @@ class Engine:
         """The host's part of layer l after its device work: counts, claims, speculation,
         and, where the device did not find the experts the claims name, the misses landed
         and the layer computed again (True)."""
-        routed = Routed(pack.sel, None, None, pack.stale_next, pack.scores)
+        spec_lo = self.arena.experts.spec_lo
+        routed = Routed(pack.sel, None, None, pack.stale_next, pack.scores,
+                        frozenset(r for r, row in enumerate(pack.rows) if row >= spec_lo))
         served, ranks = self._account(l, routed, stale)
-        rows, timely, waited = self._serve(l, served, ranks, routed)
+        rows, timely, waited = self._serve(l, served, ranks, routed, run.route.ahead is None)
+        if pack.ahead:
+            self._ahead_settled(l, len(pack.ahead), len(routed.ahead))
+        if run.route.ahead is not None and self.cfg.prefetch_touch and pack.stale_next is not None:
+            self._touch(l + 1, pack.stale_next)
         if self.arena.direct:  # the body read its misses in place: its output stands
             fixed = ranks is not None  # unless drop_cold left some of them out
             self._keep(l, rows, ranks, timely, waited, pack.rows)
@@ -446,29 +471,53 @@ class Engine:
         if self.route_log is not None:
             assert logits is not None  # a recording takes the host-driven path
             self.route_log.add(sel, logits, stale)
-        ranks = self._drop(l, sel, routed.scores) if self.dropping and sel else None
+        ranks = self._drop(l, sel, routed.scores, routed.ahead) if self.dropping and sel \
+            else None
         if ranks is not None and len(ranks) == len(sel):
             ranks = None
         served = sel if ranks is None else [sel[r] for r in ranks]
         return served, ranks
 
-    def _serve(self, l: int, served: list[int], ranks: list[int] | None, routed: Routed
-               ) -> tuple[list[int], list[Fetch], list[Fetch]]:
-        """Claims the served experts (misses issue their reads) and reads ahead layer l+1's
-        predicted misses: (the arena row of each, timely speculation, fetches to wait for)."""
+    def _serve(self, l: int, served: list[int], ranks: list[int] | None, routed: Routed,
+               speculate: bool = True) -> tuple[list[int], list[Fetch], list[Fetch]]:
+        """Claims the served experts (misses issue their reads) and, with `speculate`,
+        reads ahead layer l+1's predicted misses: (the arena row of each, timely
+        speculation, fetches to wait for)."""
         cfg = self.cfg
-        rows, timely, waited, missed = self._claim(l, served)
+        ahead = routed.ahead if ranks is None else {i for i, r in enumerate(ranks)
+                                                    if r in routed.ahead}
+        rows, timely, waited, missed = self._claim(l, served, ahead)
         self.counters.per_expert.miss[l, [r if ranks is None else ranks[r]
                                           for r in missed]] = True
-        if routed.stale_next is not None and cfg.prefetch != "off":
-            guess = predict(cfg, self.mc.top_k, self.prev_sel[l + 1],
-                            torch.from_numpy(routed.stale_next),
-                            lambda: self.arena.mask_host[l + 1])
-            if self.dropping and guess:  # prev names nothing on a sequence's first token
-                guess = drop.speculable(guess, drop.share(routed.stale_next[guess]),
-                                        cfg.drop_cold)
-            self.spec.issue(cfg, l + 1, guess)
+        if speculate and routed.stale_next is not None and cfg.prefetch != "off":
+            self.spec.issue(cfg, l + 1, self._guess(l + 1, routed.stale_next))
         return rows, timely, waited
+
+    def _guess(self, target: int, stale: np.ndarray) -> list[int]:
+        """The predictor's ranked guess for layer `target`, less what drop_cold would drop."""
+        cfg = self.cfg
+        guess = predict(cfg, self.mc.top_k, self.prev_sel[target], torch.from_numpy(stale),
+                        lambda: self.arena.mask_host[target])
+        if self.dropping and guess:  # prev names nothing on a sequence's first token
+            guess = drop.speculable(guess, drop.share(stale[guess]), cfg.drop_cold)
+        return guess
+
+    def _ahead_settled(self, layer: int, issued: int, claimed: int) -> None:
+        """Counts what the layer before read ahead for this one (device_step.Ahead): every
+        read completes before the layer runs, so each is timely (counted at the claim) or
+        unused; its bytes crossed the link once, claimed or not."""
+        add = self.counters.add
+        add(layer, "pf_issued", issued)
+        add(layer, "pf_unused", issued - claimed)
+        add(layer, "bytes_spec", issued * self.ckpt.expert_bytes)
+
+    def _touch(self, target: int, stale: np.ndarray) -> None:
+        """prefetch_touch with the device reading ahead: the guessed experts of layer
+        `target` already resident are promoted as speculative hits, as `read_ahead` does."""
+        for e in self._guess(target, stale):
+            slot = self.slots.find((target, e))
+            if slot is not None and self.slots.state[slot] == RESIDENT:
+                self.slots.policy.touch(slot)
 
     def _route(self, layer: int, logits: torch.Tensor, x: torch.Tensor) -> Routed:
         """Routes the layer and brings what the host needs in one device-to-host copy: the
@@ -502,12 +551,14 @@ class Engine:
         return Routed(sel, selected, None if ctrl is None or not sel else _top(ctrl, len(sel)),
                       stale_next, scores)
 
-    def _drop(self, layer: int, sel: list[int], scores: np.ndarray | None) -> list[int]:
+    def _drop(self, layer: int, sel: list[int], scores: np.ndarray | None,
+              ahead: Set[int]) -> list[int]:
         """drop-cold-experts: the ranks of the routing that are computed (drop.py); the
         dropped ones are counted, as lookups too, so dropping never raises the hit rate."""
         assert scores is not None  # routed with the selected experts' logits when dropping
         weights = drop.share(scores)
-        present = [self.slots.find((layer, e)) is not None for e in sel]
+        present = [self.slots.find((layer, e)) is not None or r in ahead
+                   for r, e in enumerate(sel)]
         ranks = drop.kept(weights, present, self.cfg.drop_cold)
         gone = len(sel) - len(ranks)
         if gone:
@@ -540,13 +591,14 @@ class Engine:
             add(layer, f"{name}_whole", float(named == K))
         self.prev_sel[layer] = served
 
-    def _claim(self, layer: int, sel: list[int], stream: bool = True
-               ) -> tuple[list[int], list[Fetch], list[Fetch], list[int]]:
+    def _claim(self, layer: int, sel: list[int], ahead: Set[int] = frozenset(),
+               stream: bool = True) -> tuple[list[int], list[Fetch], list[Fetch], list[int]]:
         """The arena row of each of `sel`, the timely speculation it claimed (counted here),
         the fetches it must wait for (demand reads and late speculation) and the positions
         in `sel` that missed. A late speculative read keeps its speculative flag: its bytes
-        count as speculative. Without `stream` misses are read into staging rows and not
-        kept."""
+        count as speculative. `ahead`: positions the device found read ahead, claimed as
+        timely speculation and kept as a miss is. Without `stream` misses are read into
+        staging rows and not kept."""
         arena, add = self.arena, self.counters.add
         add(layer, "lookups", len(sel))
         plan = self.slots.claim_layer(layer, sel, stream)
@@ -578,6 +630,9 @@ class Engine:
                     add(layer, "pf_late")
                     self.pool.promote(read)
                     waited.append(fetch)
+            elif rank in ahead:  # read ahead by the device: kept from its landing
+                add(layer, "pf_timely")
+                waited.append(arena.fetch((layer, e), row, speculative=True))
             else:  # miss or bypass: a demand read, in rank order
                 add(layer, "sync_misses")
                 missed.append(rank)
@@ -596,22 +651,23 @@ class Engine:
 
     def _keep(self, layer: int, rows: list[int], ranks: list[int] | None,
               timely: list[Fetch], waited: list[Fetch], found: list[int]) -> None:
-        """With misses read in place: each demand miss the body read far kept from the
-        bytes it landed (`rows`: the row of each expert computed; `ranks`: their ranks in
-        the routing, None when all are; `found`: the row the body read at each rank, -1
-        far). The rest are copied in as on any path: speculation, and a miss the body still
-        found near (evicted after the body was queued: its row's new bytes are queued after
-        the body, so it read the old ones, but landed none)."""
-        add, rest = self.counters.add, []
+        """With misses read in place: each miss the body read far or found read ahead kept
+        from the bytes it landed (`rows`: the row of each expert computed; `ranks`: their
+        ranks in the routing, None when all are; `found`: the row the body read at each
+        rank, -1 far). A miss the body still found near (evicted after the body was queued:
+        its row's new bytes are queued after the body, so it read the old ones, but landed
+        none) is copied in as on any path."""
+        add, rest, spec_lo = self.counters.add, [], self.arena.experts.spec_lo
         for f in waited:
             j = rows.index(f.row)
             rank = j if ranks is None else ranks[j]
-            if f.read.speculative or found[rank] >= 0:
+            if 0 <= found[rank] < spec_lo:
                 rest.append(f)
                 continue
             self.arena.adopt(f, rank)
-            add(layer, "bytes_demand", f.read.bytes_read)
-            add(layer, "bytes_direct", f.read.bytes_read)
+            if found[rank] < 0:  # read over the link now; read-ahead bytes counted at issue
+                add(layer, "bytes_demand", f.read.bytes_read)
+                add(layer, "bytes_direct", f.read.bytes_read)
         if rest:
             self.arena.mark_used()  # their copies wait for the bodies queued so far
         self._land(layer, timely, rest)

@@ -19,20 +19,34 @@ the missing bytes and `fix` computes the layer's experts again from the rows it 
 the same gather, the same batched products, the same rank-order sum, so the output is what
 computing them all together gives (bit for bit).
 
-Shapes: D hidden, E experts, K top-k, L layers, P pack width (3K + 2E).
+Shapes: D hidden, E experts, K top-k, L layers, P pack width (4K + 2E).
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from tuner.engine import router
-from tuner.engine.experts import Experts
+from tuner.engine.experts import SPEC_SETS, Experts
 from tuner.engine.model import Decoder
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """How a body reads the next layer's predicted misses ahead into its speculation rows
+    (misses read in place): the predictor and its pick, baked into the graphs."""
+
+    predictor: str  # "stale": the next layer's router on this input; "prev": what the next
+    # layer routed for the previous token
+    limit: int  # predicted misses read ahead, in rank order (1..k)
+    pick: tuple[int, float, float] | None = None  # stale: the moce pick it predicts
+    # (protect, bonus, bonus_r1) against the next layer's residency, or the raw top-k
+    drop_cold: float = 0.0  # a predicted weight below it is not read ahead (drop-aware)
 
 
 @dataclass(frozen=True)
@@ -45,6 +59,7 @@ class Route:
     bonus_r1: float = 0.0
     probes: bool = False  # pack the probe's scores (this layer's and the next router's)
     scores: bool = False  # pack the selected experts' logits (drop_cold)
+    ahead: Ahead | None = None  # read the next layer's predicted misses ahead
 
 
 class Pack:
@@ -57,6 +72,9 @@ class Pack:
         self.stale_next = None if last or not route.probes else \
             row[2 * K + E:2 * K + 2 * E].copy()  # layer l+1's router on x [E]
         self.scores = row[2 * K + 2 * E:3 * K + 2 * E].copy() if route.scores else None
+        # the experts read ahead for this layer by the one before it (-1: none)
+        self.ahead = [e for e in row[3 * K + 2 * E:].astype(np.int64).tolist() if e >= 0] \
+            if route.ahead else []
 
     @property
     def found(self) -> bool:
@@ -84,7 +102,7 @@ class DeviceStep:
         self.hatt = torch.zeros(L, D, dtype=dec.dtype, device=dev)  # after attention
         self.x = torch.zeros(L, D, dtype=dec.dtype, device=dev)  # the MoE block's input
         self.w = torch.zeros(L, K, dtype=torch.float32, device=dev)  # routing weights
-        width = 3 * K + 2 * E
+        width = 4 * K + 2 * E
         self.pack = torch.zeros(L, width, dtype=torch.float32, device=dev)
         # on CUDA the body copies its pack here, in pinned memory; on the CPU it is the pack
         self.pack_host = torch.zeros(L, width, dtype=torch.float32, pin_memory=True) \
@@ -100,6 +118,11 @@ class DeviceStep:
         self._pool = torch.cuda.graph_pool_handle() if self.cuda else None
         self._rows = torch.zeros(K, dtype=torch.int64, pin_memory=self.cuda)
         self.fix_rows = torch.zeros(L, K, dtype=torch.int64, device=dev)  # a fix's rows
+        # read ahead (Ahead): the experts of each set of speculation rows (-1: none), whether
+        # a layer routed since the sequence started (prev), and the stream the copies take
+        self.ahead_ids = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
+        self.routed = torch.zeros(L, dtype=torch.bool, device=dev)
+        self.ahead_stream = torch.cuda.Stream(dev) if self.cuda else None
         self._fixes: dict[int, torch.cuda.CUDAGraph] = {}  # by layer
         self.captured = 0  # graphs captured so far
 
@@ -129,12 +152,16 @@ class DeviceStep:
             if layer + 1 == self.L and self._head is None:
                 self._head = self._capture(self._logits)
             if self.captured != before:
-                self.stream.synchronize()
+                torch.cuda.synchronize()
                 took[layer] = time.perf_counter() - t0
         self.tokpos.copy_(tokpos)
         return took
 
     # -- one token ---------------------------------------------------------------------
+    def new_sequence(self) -> None:
+        """No layer has routed in this sequence yet: `prev` reads nothing ahead."""
+        self.routed.zero_()
+
     def start(self, token: int, pos: int) -> None:
         """The token and its position, to the device: written by two fills queued on the
         stream, so a caller that queues tokens back to back needs no host buffer."""
@@ -215,19 +242,36 @@ class DeviceStep:
             mask = self.mask[l]
         sel = router.select(logits, mask, K, route.protect, route.bonus, route.bonus_r1)
         rows = self.table[l].index_select(0, sel)  # [K], -1 where not in mem
+        ahead = route.ahead is not None and self.experts.speculates
+        if ahead and l > 0:  # a miss the layer before read ahead: its speculation row
+            ids = self.ahead_ids[l % SPEC_SETS]
+            match = (sel[:, None] == ids[None, :]) & (ids >= 0)[None, :]  # [K, K]
+            there = self.experts.spec_first(l) + match.float().argmax(1)
+            rows = torch.where((rows < 0) & match.any(1), there, rows)
         w = router.weights(logits, sel, dec.cfg.norm_topk_prob)
         self.hatt[l].copy_(h)
         self.x[l].copy_(x)
         self.w[l].copy_(w)
         pack, E = self.pack[l], self.E
         pack[:2 * K].copy_(torch.cat([sel, rows]))
+        probes = None
         if route.probes:  # this layer's router and layer l+1's on x, in one product
             probes = dec.routers[l:l + 2].view(-1, x.shape[-1]) @ x.float()  # [E or 2E]
             pack[2 * K:2 * K + len(probes)].copy_(probes)
         if route.scores:
-            pack[2 * K + 2 * E:].copy_(logits.index_select(0, sel))
+            pack[2 * K + 2 * E:3 * K + 2 * E].copy_(logits.index_select(0, sel))
+        if ahead:
+            if l > 0:
+                pack[3 * K + 2 * E:].copy_(self.ahead_ids[l % SPEC_SETS])
+            else:
+                pack[3 * K + 2 * E:].fill_(-1)
+            self.routed[l:l + 1].fill_(True)
         if self.cuda:
             self.pack_host[l].copy_(self.pack[l], non_blocking=True)
+        side = None
+        if ahead and l + 1 < self.L:
+            assert probes is not None  # the engine packs probes whenever it reads ahead
+            side = self._read_ahead(l + 1, probes[E:])
         if self.experts.far is not None:  # a missing expert is read where it is
             y = self.experts.mix(x, w, rows, sel + l * self.E, l)
         elif self.branchless:  # a missing expert computes row 0; the host fixes the layer
@@ -237,6 +281,39 @@ class DeviceStep:
         else:
             y = self.experts.mix(x, w, rows)
         self.h[l + 1].copy_(h + dec.shared_output(l, x, y))
+        if side is not None:  # the next layer's body reads what was read ahead
+            torch.cuda.current_stream().wait_stream(side)
+
+    def _read_ahead(self, nxt: int, scores: torch.Tensor) -> torch.cuda.Stream | None:
+        """Reads layer `nxt`'s predicted misses into its speculation rows, in rank order,
+        at most `limit` (`scores` [E]: its router on this layer's input). On CUDA on a
+        stream of its own, so the copies overlap this layer's experts; returns it."""
+        a, K, E = self.route.ahead, self.K, self.E
+        assert a is not None  # the body reads ahead only with Ahead
+        side = self.ahead_stream
+        if side is not None:
+            side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side) if side is not None else nullcontext():
+            if a.predictor == "prev":  # what layer nxt routed for the previous token
+                pred = self.pack[nxt, :K].long()
+                ok = self.routed[nxt].expand(K)
+            else:
+                pred = torch.topk(scores, K).indices if a.pick is None else router.select(
+                    scores, self.mask[nxt] if self.mask is not None else None, K, *a.pick)
+                ok = torch.ones(K, dtype=torch.bool, device=scores.device)
+            wanted = (self.table[nxt].index_select(0, pred) < 0) & ok
+            if a.drop_cold > 0:  # a miss of that predicted weight would be dropped unread
+                share = torch.softmax(scores.index_select(0, pred).double(), 0)
+                wanted &= (share >= a.drop_cold) | (torch.arange(K, device=pred.device)
+                                                    == share.argmax())
+            rank = torch.arange(K, device=pred.device)
+            first = torch.argsort(torch.where(wanted, rank, rank + K))  # wanted, rank order
+            take = rank < a.limit
+            ids = torch.where(take & wanted.index_select(0, first), pred.index_select(0, first),
+                              -1)
+            self.ahead_ids[nxt % SPEC_SETS].copy_(ids)
+            self.experts.speculate(nxt, torch.where(ids >= 0, ids + nxt * E, -1))
+        return side
 
     def _logits(self) -> None:
         self.out.copy_(self.dec.logits(self.h[self.L]))

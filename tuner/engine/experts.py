@@ -18,23 +18,55 @@ from tuner.engine.model import Weights, experts_out
 # sets of landing rows, used by layer in turn: a layer's set is read by the host after the
 # layer, so it must outlive the bodies queued ahead of the host (LANDING_SETS - 1 layers)
 LANDING_SETS = 3
+# sets of speculation rows: layer l's body reads its set while it fills layer l+1's
+SPEC_SETS = 2
+
+
+def reads_far(device: torch.device, layout: Layout) -> bool:
+    """Whether experts on `device` can be read in place from host memory (`far`): by the
+    fused kernels, or on the CPU by the gather; not by the batched products on CUDA, whose
+    graphs cannot pick rows by what they find."""
+    return fused.usable(device, layout) or device.type != "cuda"
 
 
 class Experts:
     def __init__(self, mem: torch.Tensor, layout: Layout, k: int,
-                 far: torch.Tensor | None = None):
+                 far: torch.Tensor | None = None, spec: bool = False):
         """mem [R, row bytes] uint8; up to k experts a batch. `far`: every expert's row in
         host memory (page-locked on CUDA), read in place for a row `mem` lacks: by the fused
         kernels (fused.Far), landing in one of LANDING_SETS sets of k rows on the device,
-        or on the CPU by the gather. Not by the batched products on CUDA, whose graphs
-        cannot pick rows by what they find."""
-        self.mem, self.layout = mem, layout
+        or on the CPU by the gather (`reads_far`). `spec` (with far): the last
+        SPEC_SETS * k rows of `mem` hold the next layer's experts read ahead by a layer's
+        body (`speculate`); their bytes land as a far expert's do when they are used."""
+        self.mem, self.layout, self.k = mem, layout, k
         self.batch = torch.empty(k, mem.shape[1], dtype=torch.uint8, device=mem.device)
-        self.fused = fused.usable(mem, layout)
-        self.far = far if self.fused or not mem.is_cuda else None
+        self.fused = fused.usable(mem.device, layout)
+        self.far = far if reads_far(mem.device, layout) else None
         # on the CPU `far` is memory like `mem`: the host keeps a miss from it, nothing lands
         self.landing = None if self.far is None or not self.fused else \
             torch.zeros(LANDING_SETS, k, mem.shape[1], dtype=torch.uint8, device=mem.device)
+        self.spec_lo = mem.shape[0] - (SPEC_SETS * k if spec and self.far is not None else 0)
+
+    @property
+    def speculates(self) -> bool:
+        """Layer bodies can read the next layer's experts ahead (`speculate`)."""
+        return self.spec_lo < self.mem.shape[0]
+
+    def spec_first(self, layer: int) -> int:
+        """The first of layer `layer`'s k speculation rows."""
+        return self.spec_lo + layer % SPEC_SETS * self.k
+
+    def speculate(self, layer: int, src: torch.Tensor) -> None:
+        """Reads layer `layer`'s predicted experts ahead into its speculation rows: row j
+        from `far` row src[j] (int64 [k] on mem's device; -1 reads nothing)."""
+        assert self.far is not None and self.speculates  # made with far and spec
+        first = self.spec_first(layer)
+        if self.fused:
+            fused.copy_rows(self.mem, first, self.far, src)
+            return
+        for j, row in enumerate(src.tolist()):  # the CPU: the rows are memory
+            if row >= 0:
+                self.mem[first + j].copy_(self.far[row])
 
     def gather(self, rows: torch.Tensor, far_rows: torch.Tensor | None = None) -> Weights:
         """The experts in `rows` (int64 on mem's device), in that order, as one batch; with
@@ -59,7 +91,8 @@ class Experts:
             far = None
             if far_rows is not None:
                 assert self.far is not None and self.landing is not None  # made with far
-                far = fused.Far(self.far, far_rows, self.landing[layer % LANDING_SETS, :len(rows)])
+                far = fused.Far(self.far, far_rows, self.landing[layer % LANDING_SETS,
+                                                                  :len(rows)], self.spec_lo)
             return fused.mix(self.mem, rows, self.layout, x, w, far)
         return w.to(x.dtype) @ experts_out(x, self.gather(rows, far_rows))
 

@@ -39,12 +39,13 @@ except ImportError:  # pragma: no cover - depends on the install
 
 BLOCK_N = 16  # output neurons a program computes
 BLOCK_K = 256  # input elements a program reads per step of its loop
+COPY_BLOCK = 4096  # elements a program of `copy_rows` copies
 
 
-def usable(mem: torch.Tensor, layout) -> bool:
-    """Whether `mix` serves experts of this layout held in `mem`."""
+def usable(device: torch.device, layout) -> bool:
+    """Whether `mix` serves experts of this layout held on `device`."""
     return (triton is not None and layout.quant is None
-            and (mem.is_cuda or _interpreted()))
+            and (device.type == "cuda" or _interpreted()))
 
 
 def _interpreted() -> bool:
@@ -59,11 +60,13 @@ class Far:
     memory, mapped into the device's address space), `rows` int64 [k] the row of `mem` for
     each rank whose near row is negative, `land` [k, row bytes] on the device, where each
     such expert's bytes are written as the kernel reads them (so the host can keep it with
-    a device copy rather than a second trip over the link)."""
+    a device copy rather than a second trip over the link). Near rows from `land_from` on
+    (speculation's rows, reused a layer later) land too."""
 
     mem: torch.Tensor
     rows: torch.Tensor
     land: torch.Tensor
+    land_from: int
 
 
 def mix(mem: torch.Tensor, rows: torch.Tensor, layout, x: torch.Tensor, w: torch.Tensor,
@@ -85,35 +88,48 @@ def mix(mem: torch.Tensor, rows: torch.Tensor, layout, x: torch.Tensor, w: torch
     far_w = weights if far is None else far.mem.view(dtype)
     far_rows = rows if far is None else far.rows
     land = weights if far is None else far.land.view(dtype)
+    land_from = mem.shape[0] if far is None else far.land_from
     direct = far is not None
     _gate_up[(k, triton.cdiv(I, BLOCK_N))](
-        weights, rows, far_w, far_rows, land, x, a, weights.shape[1], gate.offset // size,
-        I, D, BN=BLOCK_N, BK=BLOCK_K, DIRECT=direct)
+        weights, rows, far_w, far_rows, land, land_from, x, a, weights.shape[1],
+        gate.offset // size, I, D, BN=BLOCK_N, BK=BLOCK_K, DIRECT=direct)
     _down[(triton.cdiv(D, BLOCK_N),)](
-        weights, rows, far_w, far_rows, land, a, w, y, k, weights.shape[1],
+        weights, rows, far_w, far_rows, land, land_from, a, w, y, k, weights.shape[1],
         down.offset // size, I, D, BN=BLOCK_N, BK=BLOCK_K, DIRECT=direct)
     return y
+
+
+def copy_rows(mem: torch.Tensor, first: int, far: torch.Tensor, src: torch.Tensor) -> None:
+    """mem[first + j] = far[src[j]] for every j with src[j] >= 0 (src int64 [n] on mem's
+    device; far page-locked host memory), one kernel that cannot branch on the host: what
+    a layer's graph issues to read the next layer's predicted experts ahead."""
+    words = mem.view(torch.int32) if mem.shape[1] % 4 == 0 else mem
+    src_words = far.view(words.dtype)
+    n, width = src.shape[0], words.shape[1]
+    _copy_rows[(n, triton.cdiv(width, COPY_BLOCK))](
+        words, first, src_words, src, width, BLOCK=COPY_BLOCK)
 
 
 if triton is not None:
 
     @triton.jit
-    def _row(mem, rows, far, far_rows, j, row_elems, DIRECT: tl.constexpr):
+    def _row(mem, rows, far, far_rows, land_from, j, row_elems, DIRECT: tl.constexpr):
         """Expert j's row: near in `mem`, or (DIRECT, a negative row) far in `far`; and
-        whether it is far."""
+        whether its bytes land (far, or a near row from `land_from` on)."""
         r = tl.load(rows + j)
         if DIRECT:
             return tl.where(r >= 0, mem + r * row_elems,
-                            far + tl.load(far_rows + j) * row_elems), r < 0
+                            far + tl.load(far_rows + j) * row_elems), \
+                (r < 0) | (r >= land_from)
         return mem + r * row_elems, r < 0
 
     @triton.jit
-    def _gate_up(mem, rows, far, far_rows, land, x, a, row_elems, gate_off, I, D,
+    def _gate_up(mem, rows, far, far_rows, land, land_from, x, a, row_elems, gate_off, I, D,
                  BN: tl.constexpr, BK: tl.constexpr, DIRECT: tl.constexpr):
         j = tl.program_id(0)
         n = tl.program_id(1) * BN + tl.arange(0, BN)  # [BN] neurons
         live = n < I
-        row, away = _row(mem, rows, far, far_rows, j, row_elems, DIRECT)
+        row, away = _row(mem, rows, far, far_rows, land_from, j, row_elems, DIRECT)
         base = row + gate_off  # gate [I, D], then up
         kept = land + j * row_elems + gate_off
         acc_g = tl.zeros([BN], dtype=tl.float32)
@@ -126,21 +142,21 @@ if triton is not None:
             wg = tl.load(base + n[:, None] * D + d[None, :], mask=where, other=0.0)
             wu = tl.load(base + (I + n)[:, None] * D + d[None, :], mask=where, other=0.0)
             if DIRECT:
-                tl.store(kept + n[:, None] * D + d[None, :], wg, mask=where & away)
-                tl.store(kept + (I + n)[:, None] * D + d[None, :], wu, mask=where & away)
+                tl.store(kept + n[:, None] * D + d[None, :], wg, mask=(where & away) != 0)
+                tl.store(kept + (I + n)[:, None] * D + d[None, :], wu, mask=(where & away) != 0)
             acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
             acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
         act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u  # silu(gate) * up
         tl.store(a + j * I + n, act, mask=live)
 
     @triton.jit
-    def _down(mem, rows, far, far_rows, land, a, w, y, k, row_elems, down_off, I, D,
-              BN: tl.constexpr, BK: tl.constexpr, DIRECT: tl.constexpr):
+    def _down(mem, rows, far, far_rows, land, land_from, a, w, y, k, row_elems, down_off,
+              I, D, BN: tl.constexpr, BK: tl.constexpr, DIRECT: tl.constexpr):
         n = tl.program_id(0) * BN + tl.arange(0, BN)  # [BN] outputs
         live = n < D
         acc = tl.zeros([BN], dtype=tl.float32)
         for j in range(0, k):  # rank order: the sum never depends on arrival
-            row, away = _row(mem, rows, far, far_rows, j, row_elems, DIRECT)
+            row, away = _row(mem, rows, far, far_rows, land_from, j, row_elems, DIRECT)
             base = row + down_off  # down [D, I]
             kept = land + j * row_elems + down_off
             part = tl.zeros([BN], dtype=tl.float32)
@@ -151,7 +167,16 @@ if triton is not None:
                 where = live[:, None] & inside[None, :]
                 wd = tl.load(base + n[:, None] * I + i[None, :], mask=where, other=0.0)
                 if DIRECT:
-                    tl.store(kept + n[:, None] * I + i[None, :], wd, mask=where & away)
+                    tl.store(kept + n[:, None] * I + i[None, :], wd, mask=(where & away) != 0)
                 part += tl.sum(wd.to(tl.float32) * av[None, :], axis=1)
             acc += tl.load(w + j) * part
         tl.store(y + n, acc.to(y.dtype.element_ty), mask=live)
+
+    @triton.jit
+    def _copy_rows(mem, first, far, src, width, BLOCK: tl.constexpr):
+        j = tl.program_id(0)
+        at = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        row = tl.load(src + j)
+        keep = ((at < width) & (row >= 0)) != 0  # a block mask (a scalar term makes ints)
+        v = tl.load(far + tl.maximum(row, 0) * width + at, mask=keep)
+        tl.store(mem + (first + j).to(tl.int64) * width + at, v, mask=keep)

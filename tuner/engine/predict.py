@@ -30,6 +30,12 @@ class Predictor(Protocol):
         """Ranked expert ids for the next layer, at most k."""
         ...
 
+    def pick(self, cfg: Config) -> tuple[int, float, float] | None:
+        """The moce pick (protect, bonus, bonus_r1) it predicts against the next layer's
+        residency, or None: what a layer's body on the device needs to predict alike
+        (device_step.Ahead)."""
+        ...
+
 
 class Prev:
     """What the layer routed for the previous token (nothing on a sequence's first)."""
@@ -39,6 +45,9 @@ class Prev:
     def rank(self, cfg: Config, k: int, prev: list[int] | None, stale: torch.Tensor | None,
              resident: Resident) -> list[int]:
         return list(prev or [])
+
+    def pick(self, cfg: Config) -> tuple[int, float, float] | None:
+        return None
 
 
 class Stale:
@@ -51,12 +60,17 @@ class Stale:
              resident: Resident) -> list[int]:
         if stale is None:
             return []
-        if cfg.moce_bonus > 0 and cfg.prefetch_route:  # the set the moce router will pick
-            return router.select(stale, resident(), k, cfg.moce_protect, cfg.moce_bonus,
-                                 cfg.moce_bonus_r1).tolist()
-        if cfg.moce_bonus > 0 and not cfg.prefetch_unpert:  # ranks >= 3 with the bonus
-            return router.select(stale, resident(), k, 3, cfg.moce_bonus, 0.0).tolist()
+        pick = self.pick(cfg)
+        if pick is not None:
+            return router.select(stale, resident(), k, *pick).tolist()
         return torch.topk(stale, k).indices.tolist()
+
+    def pick(self, cfg: Config) -> tuple[int, float, float] | None:
+        if cfg.moce_bonus > 0 and cfg.prefetch_route:  # the set the moce router will pick
+            return cfg.moce_protect, cfg.moce_bonus, cfg.moce_bonus_r1
+        if cfg.moce_bonus > 0 and not cfg.prefetch_unpert:  # ranks >= 3 with the bonus
+            return 3, cfg.moce_bonus, 0.0
+        return None
 
 
 PREDICTORS: dict[str, Predictor] = {p.name: p for p in (Prev(), Stale())}

@@ -106,7 +106,7 @@ def _layer(engine, l: int, x: torch.Tensor, h: torch.Tensor, sel_log: np.ndarray
     for part, stream in ((streamed, True), (through, False)):
         for g in range(0, len(part), K):
             group = part[g:g + K]
-            rows, timely, waited, missed = engine._claim(l, group, stream)
+            rows, timely, waited, missed = engine._claim(l, group, stream=stream)
             entries = [order[start[e]:start[e + 1]] for e in group]  # flat (t*K + r)
             for r in missed:
                 first = entries[r][0]

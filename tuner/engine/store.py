@@ -89,10 +89,8 @@ class Read:
     def landed(cls, key: tuple[int, int], nbytes: int, speculative: bool) -> Read:
         """An expert already in memory (the RAM store): complete, nothing to wait for, its
         bytes counted as read."""
-        read = cls(key, memoryview(b""), speculative, bytes_read=nbytes)
-        read.pieces.append(Piece(None, "", 0, nbytes, 0, DONE))
-        read.done.set()
-        return read
+        return cls(key, _NOTHING, speculative, [Piece(None, "", 0, nbytes, 0, DONE)], _SET,
+                   bytes_read=nbytes)
 
     def counts(self) -> tuple[int, int, int]:
         """(pieces done, pieces cancelled, pieces still queued or running)."""
@@ -112,6 +110,13 @@ class Read:
             lo_hi[0], lo_hi[1] = min(lo_hi[0], p.offset), max(lo_hi[1], p.offset + p.length)
         return "; ".join(f"in {os.path.basename(path)} at bytes {lo}-{hi}"
                          for path, (lo, hi) in spans.items())
+
+
+# what every landed read shares: no buffer, and a done event never cleared (making one per
+# miss cost the RAM store's host more than the rest of a miss's bookkeeping)
+_NOTHING = memoryview(b"")
+_SET = threading.Event()
+_SET.set()
 
 
 class ReadPool:
