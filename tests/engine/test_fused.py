@@ -78,3 +78,40 @@ def test_the_fused_kernels_compute_what_the_batched_products_do(model, tolerance
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("ok")
+
+
+CHOOSE = textwrap.dedent('''
+    import itertools, sys, torch
+    from tuner.engine import fused
+    from tuner.engine.device_step import choose
+    device = sys.argv[1]
+    g = torch.Generator().manual_seed(1)
+    cases = 0
+    for E, k in ((16, 4), (64, 6), (128, 8)):
+        for trial, given, ok, drop, limit in itertools.product(
+                range(6), (False, True), (None, True, False), (0.0, 0.1, 0.3), (1, 2, k)):
+            scores = torch.randn(E, generator=g).to(device)
+            table = torch.where(torch.rand(E, generator=g) < 0.5, 3, -1).to(device)
+            pred = torch.randperm(E, generator=g)[:k].to(device) if given else None
+            okt = None if ok is None else torch.tensor([ok], device=device)
+            want = choose(scores, pred, okt, table, k, limit, drop)
+            ids = torch.full((k,), 7, dtype=torch.int64, device=device)
+            src = torch.full((k,), 7, dtype=torch.int64, device=device)
+            fused.choose_ahead(scores, pred, okt, table, ids, src, limit, drop, 1000)
+            assert torch.equal(ids, want), (E, k, given, ok, drop, limit, ids, want)
+            assert torch.equal(src, torch.where(want >= 0, want + 1000, -1))
+            cases += 1
+    print("ok", cases)
+''')
+
+
+def test_choosing_what_to_read_ahead_in_one_kernel_follows_the_torch_rule():
+    """fused.choose_ahead (what a layer's graph reads ahead for the next layer) picks what
+    device_step.choose picks, over predictors given or taken as the top k, residency,
+    `ok`, drop_cold and limits."""
+    cuda = torch.cuda.is_available()
+    env = dict(os.environ) if cuda else dict(os.environ, TRITON_INTERPRET="1")
+    done = subprocess.run([sys.executable, "-c", CHOOSE, "cuda" if cuda else "cpu"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("ok")

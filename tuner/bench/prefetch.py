@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import replace
 
 import numpy as np
 import torch
 
-from tuner.bench.limits import ratio, time_steps
+from tuner.bench.limits import ratio
 from tuner.bench.sections import Options
 from tuner.config import Config
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.counters import IDX
 from tuner.engine.decode import Engine
 from tuner.engine.opening import model_folder, pick_device
+from tuner.engine.session import Session
 
 ROUNDS = 5  # interleaved rounds; the paired ratios' median shrugs off a busy moment
 STORES = ("ram", "disk")
@@ -24,55 +26,73 @@ FIGURES = ("stall_ms", "bytes_demand", "bytes_spec", "bytes_direct", "pf_issued"
 
 def measure(cfg: Config, tokens: int, opts: Options) -> dict:
     """For each expert store: two engines at the current settings, one with prefetch off
-    and one with the stale gate, decode the same greedy tokens in interleaved rounds
-    (off, stale, off, stale, ...) after a round that warms both. The ratio is the median
-    of each round's stale / off; stall and bytes per token say where the difference goes."""
+    and one with the stale gate, decode the same text in turns of `tokens` tokens (off,
+    stale, off, stale, ...) after a turn that warms both; the text is the session's
+    workload as the model samples it, so the arena meets the misses a session meets. The
+    ratio is the median of each turn's stale / off; stall and bytes per token say where
+    the difference goes."""
     ckpt = Checkpoint(model_folder(cfg))
     device = pick_device(cfg.device)
-    cfg = replace(cfg, cpu_pool=False, temperature=0.0)
-    seq = _greedy(ckpt, replace(cfg, prefetch="off"), device, tokens)
-    return {"stores": {store: _pair(ckpt, replace(cfg, expert_store=store), device, seq)
-                       for store in STORES},
+    cfg = replace(cfg, cpu_pool=False)
+    text = _text(replace(cfg, prefetch="off", expert_store="disk"), (ROUNDS + 1) * tokens)
+    return {"stores": {store: _pair(ckpt, replace(cfg, expert_store=store), device, text,
+                                    tokens) for store in STORES},
             "tokens": tokens, "rounds": ROUNDS}
 
 
-def _greedy(ckpt: Checkpoint, cfg: Config, device: torch.device, tokens: int) -> list[int]:
-    """A greedy sequence of the model at these settings: both sides route alike on it."""
-    engine = Engine(ckpt, cfg, device)
+def _text(cfg: Config, n: int) -> list[int]:
+    """`n` token ids the model writes on the session's workload (sampled as a session
+    samples them)."""
+    session = Session(cfg)
     try:
-        seq, tok = [], 1
-        for pos in range(tokens):
-            seq.append(tok)
-            tok = int(torch.argmax(engine.step(tok, pos)))
+        while len(session.output_ids) < n:
+            session.run(n)
     finally:
-        engine.close()
-    return seq
+        session.engine.close()
+    return list(session.output_ids)[:n]
 
 
-def _pair(ckpt: Checkpoint, cfg: Config, device: torch.device, seq: list[int]) -> dict:
+def _pair(ckpt: Checkpoint, cfg: Config, device: torch.device, text: list[int], n: int
+          ) -> dict:
     engines = {pf: Engine(ckpt, replace(cfg, prefetch=pf), device) for pf in ("off", "stale")}
+    context = cfg.context
     try:
-        for engine in engines.values():
-            time_steps(engine.step, seq)  # warm: the arena holds what the sequence leaves
-        before = {pf: e.counters.cur.copy() for pf, e in engines.items()}
         runs: dict[str, list[float]] = {pf: [] for pf in engines}
-        for _ in range(ROUNDS):
+        before = {}
+        for start in range(0, len(text), n):
+            turn = text[start:start + n]
             for pf, engine in engines.items():
-                runs[pf].append(time_steps(engine.step, seq))
-        # the rounds' counts (a token's step leaves them in `cur`; closing folds them)
+                ms = _decode(engine, turn, start, context)
+                if start:
+                    runs[pf].append(ms)
+            if not start:  # counted from here: the first turn warmed the arenas
+                before = {pf: e.counters.cur.copy() for pf, e in engines.items()}
+        # the turns' counts (a token's step leaves them in `cur`; closing folds them)
         counts = {pf: (e.counters.cur - before[pf]).sum(axis=0) for pf, e in engines.items()}
     finally:
         for engine in engines.values():
             engine.close()
-    n = ROUNDS * len(seq)
     off, stale = (statistics.median(runs[pf]) for pf in ("off", "stale"))
     return {"none_ms_per_token": round(off, 3), "stale_ms_per_token": round(stale, 3),
             "ratio": round(statistics.median(s / o for s, o in zip(runs["stale"], runs["off"])),
                            4),
             "ratio_of_medians": ratio(stale, off),
-            "per_token": {pf: _per_token(c, n) for pf, c in counts.items()},
+            "per_token": {pf: _per_token(c, len(text) - n) for pf, c in counts.items()},
             "none_runs": [round(x, 3) for x in runs["off"]],
             "stale_runs": [round(x, 3) for x in runs["stale"]]}
+
+
+def _decode(engine: Engine, ids: list[int], start: int, context: int) -> float:
+    """ms per token of `ids` from position `start` of the text (a new sequence wherever
+    the context is full)."""
+    t0 = time.perf_counter()
+    for i, tok in enumerate(ids):
+        pos = (start + i) % context
+        if pos == 0:
+            engine.reset_sequence()
+        logits = engine.step(tok, pos)
+    logits.cpu()  # the device has finished every token
+    return 1000 * (time.perf_counter() - t0) / len(ids)
 
 
 def _per_token(counts: np.ndarray, tokens: int) -> dict:

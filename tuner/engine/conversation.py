@@ -169,7 +169,7 @@ class Conversation:
         """Names the expert whose bytes on disk made this token's logits NaN or inf, when
         one of the experts it routed to has non-finite values."""
         eng = self.engine
-        keys = [(l, e) for l, sel in enumerate(eng.prev_sel) for e in sel or ()]
+        keys = [(l, e) for l, sel in enumerate(eng.probe.prev) for e in sel or ()]
         found = find_bad_expert(eng.ckpt, keys)
         what = found or ("no expert this token routed to holds non-finite values on disk: "
                          "the dense weights or an arena copy do")

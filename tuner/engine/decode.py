@@ -57,6 +57,7 @@ from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import Decoder, compute_dtype
 from tuner.engine.predict import PREDICTORS, predict
 from tuner.engine.prefill import PROMPT_BATCH, prefill
+from tuner.engine.probe import Probe
 from tuner.engine.quality import QualityProbe
 from tuner.engine.routing_source import TraceRouting, open_routing
 from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT, RESIDENT, quotas_for
@@ -65,6 +66,7 @@ from tuner.engine.tiers import Sites, Tier
 from tuner.engine.verify import Verifier
 
 DEFAULT_ARENA_SHARE = 0.20
+PROBE_BATCH = 4  # layers the probe scores at once while the host waits for the device
 
 
 def arena_slots(requested: int, layers: int, experts: int) -> int:
@@ -103,16 +105,11 @@ class Routed:
 
     sel: list[int]  # expert ids in rank order (a trace may leave a layer without any)
     selected: torch.Tensor | None  # the same on the compute device (the host-driven path)
-    ctrl: list[int] | None  # the probe's control: this layer's router on its input, top-k
+    ctrl: np.ndarray | None  # the probe's control: this layer's router's scores on its input
     stale_next: np.ndarray | None  # layer l+1's router on this input [E], on the host
     scores: np.ndarray | None = None  # the selected experts' logits [k], host (drop_cold)
     ahead: frozenset[int] = frozenset()  # ranks the device found read ahead (claimed
     # speculation, device_step.Ahead)
-
-
-def _top(logits: np.ndarray, k: int) -> list[int]:
-    """The k largest entries' ids, in no particular order (the probe scores sets)."""
-    return np.argpartition(-logits, k - 1)[:k].tolist()
 
 
 class Engine:
@@ -133,7 +130,7 @@ class Engine:
                            quotas=quotas, check=self.check, hurry=self.hurry)
         self.slots, self.pool = self.arena.slots, self.arena.pool
         self.spec = Speculator(self.arena, self.counters, L)
-        self.prev_sel: list[list[int] | None] = [None] * L
+        self.probe = Probe(L, self.counters)  # prev, the stale gate and the control
         self.route_log: RouteLog | None = None  # set one to record routings
         self.routing = open_routing(cfg.routing, L, E, K)  # None: the model's routers route
         self.tier = Tier(L, E, self.slots)
@@ -173,6 +170,7 @@ class Engine:
             self.device_step.set_route(self._route_spec())
         self.warm_up()
 
+    @torch.inference_mode()
     def warm_up(self) -> None:
         """On CUDA, makes what the device-first path replays before a token needs it: each
         layer's graphs for every attention span and the kernels their first runs build.
@@ -275,7 +273,7 @@ class Engine:
     # -- one token ---------------------------------------------------------------------
     def reset_sequence(self) -> None:
         """A new conversation: the prev-token predictor has nothing to go on."""
-        self.prev_sel = [None] * self.mc.num_layers
+        self.probe.new_sequence()
         if self.device_step is not None:
             self.device_step.new_sequence()
         if self.route_log is not None:
@@ -303,6 +301,7 @@ class Engine:
         else:
             logits = self._device_first(token, pos)
         self.clock.flush()  # queued after the logits, so it waits on the layers' timings
+        self.probe.score()
         if self.routing is not None:
             self.routing.advance()
         self.check_residency()
@@ -341,6 +340,8 @@ class Engine:
             for m in range(l + 1, stop):
                 if launched[m] is None:
                     self._launch(run, m)  # queued before the host waits on layer l
+            if self.probe.pending >= PROBE_BATCH and not run.ready(l):
+                self.probe.score()  # while the host would wait for the device anyway
             pack = run.read(l)
             if self._settle(run, l, pack, stale) and l + 1 < L:
                 launched[l + 1] = None  # it ran on this layer's output before the fix
@@ -385,9 +386,7 @@ class Engine:
             run.fix(l, rows, ranks)
             self.arena.mark_used()
             self.clock.close(l, "layer_ms")
-        # the probe's scores last: on a miss they run while the fix does
-        ctrl = None if pack.ctrl is None else _top(pack.ctrl, self.mc.top_k)
-        self._probe(l, pack.sel, served, ctrl, stale)
+        self.probe.note(l, pack.sel, served, pack.ctrl, stale)
         self.spec.retire(l)
         self.slots.pinned.clear()
         self.spec.release_limbo(l)
@@ -437,7 +436,7 @@ class Engine:
         routed = self._route(l, logits, x)
         sel = routed.sel
         served, ranks = self._account(l, routed, stale, logits)
-        self._probe(l, sel, served, routed.ctrl, stale)
+        self.probe.note(l, sel, served, routed.ctrl, stale)
         if sel:  # a trace may leave a layer without a routing for a token
             assert routed.selected is not None  # the host-driven path routes on the device
             w = router.weights(logits, routed.selected, self.mc.norm_topk_prob)
@@ -461,7 +460,7 @@ class Engine:
     def _account(self, l: int, routed: Routed, stale: np.ndarray | None,
                  logits: torch.Tensor | None = None) -> tuple[list[int], list[int] | None]:
         """Counts the routing, logs it and applies drop_cold: (the experts computed, in
-        rank order; the ranks they are, or None when all are). The probe (`_probe`) scores
+        rank order; the ranks they are, or None when all are). The probe (probe.py) scores
         them apart."""
         cfg, sel = self.cfg, routed.sel
         self.counters.per_expert.sel[l, :len(sel)] = sel
@@ -496,7 +495,7 @@ class Engine:
     def _guess(self, target: int, stale: np.ndarray) -> list[int]:
         """The predictor's ranked guess for layer `target`, less what drop_cold would drop."""
         cfg = self.cfg
-        guess = predict(cfg, self.mc.top_k, self.prev_sel[target], torch.from_numpy(stale),
+        guess = predict(cfg, self.mc.top_k, self.probe.prev[target], torch.from_numpy(stale),
                         lambda: self.arena.mask_host[target])
         if self.dropping and guess:  # prev names nothing on a sequence's first token
             guess = drop.speculable(guess, drop.share(stale[guess]), cfg.drop_cold)
@@ -535,7 +534,7 @@ class Engine:
         probes = routers.view(-1, mc.hidden_size) @ x.float()  # [E] ctrl, [E] stale
         parts = [selected.float(), probes] + ([logits[selected]] if self.dropping else [])
         host = torch.cat(parts).cpu().numpy()  # the layer's one sync
-        ctrl = _top(host[K:K + E], K)
+        ctrl = host[K:K + E]
         stale_next = host[K + E:K + 2 * E] if has_next else None
         scores = host[-K:] if self.dropping else None
         return Routed(host[:K].astype(np.int64).tolist(), selected, ctrl, stale_next, scores)
@@ -548,8 +547,7 @@ class Engine:
         ctrl = src.scores("logits", layer)
         stale_next = src.stale(layer + 1) if layer + 1 < self.mc.num_layers else None
         scores = logits[selected].cpu().numpy() if self.dropping and sel else None
-        return Routed(sel, selected, None if ctrl is None or not sel else _top(ctrl, len(sel)),
-                      stale_next, scores)
+        return Routed(sel, selected, ctrl if sel else None, stale_next, scores)
 
     def _drop(self, layer: int, sel: list[int], scores: np.ndarray | None,
               ahead: Set[int]) -> list[int]:
@@ -568,28 +566,6 @@ class Engine:
             add(layer, "dropped_mass", float(weights.sum() - weights[ranks].sum()))
             add(layer, "bytes_dropped", gone * self.ckpt.expert_bytes)
         return ranks
-
-    def _probe(self, layer: int, sel: list[int], served: list[int], ctrl: list[int] | None,
-               stale: np.ndarray | None) -> None:
-        """Scores prev, stale and ctrl against the experts computed (`served`: the routing
-        `sel` less what drop_cold dropped), and counts the routed experts outside the exact
-        top-k; layer 0 and a sequence's first token are unscored, never wrong."""
-        K, add, actual = len(sel), self.counters.add, set(served)
-        if ctrl is not None and sel:
-            add(layer, "rerouted", K - len(set(sel).intersection(ctrl)))
-        guesses = {} if not sel else {
-            "prev": self.prev_sel[layer],
-            "stale": None if stale is None else _top(stale, K),
-            "ctrl": ctrl,
-        }
-        for name, guess in guesses.items():
-            if guess is None:
-                continue
-            named = len(actual.intersection(guess))
-            add(layer, f"{name}_scored")
-            add(layer, f"{name}_slots", named)
-            add(layer, f"{name}_whole", float(named == K))
-        self.prev_sel[layer] = served
 
     def _claim(self, layer: int, sel: list[int], ahead: Set[int] = frozenset(),
                stream: bool = True) -> tuple[list[int], list[Fetch], list[Fetch], list[int]]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from tuner.engine import router
+from tuner.engine import fused, router
 from tuner.engine.experts import SPEC_SETS, Experts
 from tuner.engine.model import Decoder
 
@@ -60,6 +60,29 @@ class Route:
     probes: bool = False  # pack the probe's scores (this layer's and the next router's)
     scores: bool = False  # pack the selected experts' logits (drop_cold)
     ahead: Ahead | None = None  # read the next layer's predicted misses ahead
+
+
+def choose(scores: torch.Tensor, pred: torch.Tensor | None, ok: torch.Tensor | None,
+           table: torch.Tensor, k: int, limit: int, drop_cold: float) -> torch.Tensor:
+    """What a layer reads ahead for the next one: its predicted experts (`pred` int64 [k],
+    or the top k of `scores` [E], its router on this layer's input), less those resident
+    (`table` [E] >= 0), all of them unless `ok` (bool [1]), and with drop_cold those whose
+    predicted weight (the softmax over their scores) is below it, the top one kept; the
+    first `limit` of the rest in rank order, -1 after them: ids [k]. fused.choose_ahead is
+    the same rule in one kernel."""
+    if pred is None:
+        pred = torch.topk(scores, k).indices
+    wanted = table.index_select(0, pred) < 0
+    if ok is not None:
+        wanted &= ok
+    if drop_cold > 0:  # a miss of that predicted weight would be dropped unread
+        share = torch.softmax(scores.index_select(0, pred).double(), 0)
+        wanted &= (share >= drop_cold) | (torch.arange(k, device=pred.device)
+                                          == share.argmax())
+    rank = torch.arange(k, device=pred.device)
+    first = torch.argsort(torch.where(wanted, rank, rank + k))  # wanted first, rank order
+    return torch.where((rank < limit) & wanted.index_select(0, first),
+                       pred.index_select(0, first), -1)
 
 
 class Pack:
@@ -121,6 +144,7 @@ class DeviceStep:
         # read ahead (Ahead): the experts of each set of speculation rows (-1: none), whether
         # a layer routed since the sequence started (prev), and the stream the copies take
         self.ahead_ids = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
+        self.ahead_src = torch.full((K,), -1, dtype=torch.int64, device=dev)  # their far rows
         self.routed = torch.zeros(L, dtype=torch.bool, device=dev)
         self.ahead_stream = torch.cuda.Stream(dev) if self.cuda else None
         self._fixes: dict[int, torch.cuda.CUDAGraph] = {}  # by layer
@@ -158,6 +182,7 @@ class DeviceStep:
         return took
 
     # -- one token ---------------------------------------------------------------------
+    @torch.inference_mode()
     def new_sequence(self) -> None:
         """No layer has routed in this sequence yet: `prev` reads nothing ahead."""
         self.routed.zero_()
@@ -177,6 +202,10 @@ class DeviceStep:
             return
         self._body_graph(layer, span).replay()
         self.done[layer].record(self.stream)
+
+    def ready(self, layer: int) -> bool:
+        """Whether the layer's body has finished (`read` would not wait)."""
+        return not self.cuda or self.done[layer].query()
 
     def read(self, layer: int) -> Pack:
         """Waits for the layer's body; its pack."""
@@ -286,33 +315,29 @@ class DeviceStep:
 
     def _read_ahead(self, nxt: int, scores: torch.Tensor) -> torch.cuda.Stream | None:
         """Reads layer `nxt`'s predicted misses into its speculation rows, in rank order,
-        at most `limit` (`scores` [E]: its router on this layer's input). On CUDA on a
-        stream of its own, so the copies overlap this layer's experts; returns it."""
+        at most `limit` (`scores` [E]: its router on this layer's input). On CUDA two
+        kernels on a stream of their own (the plain stale gate; a moce pick routes first),
+        so the copies overlap this layer's experts; returns that stream."""
         a, K, E = self.route.ahead, self.K, self.E
         assert a is not None  # the body reads ahead only with Ahead
         side = self.ahead_stream
         if side is not None:
             side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side) if side is not None else nullcontext():
+            pred, ok = None, None
             if a.predictor == "prev":  # what layer nxt routed for the previous token
-                pred = self.pack[nxt, :K].long()
-                ok = self.routed[nxt].expand(K)
+                pred, ok = self.pack[nxt, :K].long(), self.routed[nxt:nxt + 1]
+            elif a.pick is not None:  # the set the moce router will pick
+                assert self.mask is not None  # a moce pick is asked of the engine's bodies
+                pred = router.select(scores, self.mask[nxt], K, *a.pick)
+            ids, src = self.ahead_ids[nxt % SPEC_SETS], self.ahead_src
+            if self.experts.fused:
+                fused.choose_ahead(scores, pred, ok, self.table[nxt], ids, src, a.limit,
+                                   a.drop_cold, nxt * E)
             else:
-                pred = torch.topk(scores, K).indices if a.pick is None else router.select(
-                    scores, self.mask[nxt] if self.mask is not None else None, K, *a.pick)
-                ok = torch.ones(K, dtype=torch.bool, device=scores.device)
-            wanted = (self.table[nxt].index_select(0, pred) < 0) & ok
-            if a.drop_cold > 0:  # a miss of that predicted weight would be dropped unread
-                share = torch.softmax(scores.index_select(0, pred).double(), 0)
-                wanted &= (share >= a.drop_cold) | (torch.arange(K, device=pred.device)
-                                                    == share.argmax())
-            rank = torch.arange(K, device=pred.device)
-            first = torch.argsort(torch.where(wanted, rank, rank + K))  # wanted, rank order
-            take = rank < a.limit
-            ids = torch.where(take & wanted.index_select(0, first), pred.index_select(0, first),
-                              -1)
-            self.ahead_ids[nxt % SPEC_SETS].copy_(ids)
-            self.experts.speculate(nxt, torch.where(ids >= 0, ids + nxt * E, -1))
+                ids.copy_(choose(scores, pred, ok, self.table[nxt], K, a.limit, a.drop_cold))
+                src.copy_(torch.where(ids >= 0, ids + nxt * E, -1))
+            self.experts.speculate(nxt, src)
         return side
 
     def _logits(self) -> None:

@@ -110,7 +110,56 @@ def copy_rows(mem: torch.Tensor, first: int, far: torch.Tensor, src: torch.Tenso
         words, first, src_words, src, width, BLOCK=COPY_BLOCK)
 
 
+def choose_ahead(scores: torch.Tensor, pred: torch.Tensor | None, ok: torch.Tensor | None,
+                 table: torch.Tensor, ids: torch.Tensor, src: torch.Tensor, limit: int,
+                 drop_cold: float, base: int) -> None:
+    """What a layer reads ahead for the next one, in one kernel: the next layer's predicted
+    experts, the top-k of `scores` [E] (its router on this input) or `pred` int64 [k]; less
+    those resident (`table` [E] >= 0), all of them unless `ok` (bool [1]) and, with
+    drop_cold, those of low predicted weight; the first `limit` in rank order into `ids`
+    [k] (-1 after them) and their rows of the host copy (id + base) into `src`.
+    device_step.choose is the same rule in torch."""
+    k, E = ids.shape[0], scores.shape[0]
+    _choose_ahead[(1,)](
+        scores, ids if pred is None else pred, ids if ok is None else ok, table, ids, src,
+        E, limit, base, float(drop_cold), K=k, KP=triton.next_power_of_2(k),
+        BE=triton.next_power_of_2(E), TOPK=pred is None, HAS_OK=ok is not None,
+        DROP=drop_cold > 0)
+
+
 if triton is not None:
+
+    @triton.jit
+    def _choose_ahead(scores, pred, ok, table, ids, src, E, limit, base, thr, K: tl.constexpr,
+                      KP: tl.constexpr, BE: tl.constexpr, TOPK: tl.constexpr,
+                      HAS_OK: tl.constexpr, DROP: tl.constexpr):
+        ranks = tl.arange(0, KP)
+        live = ranks < K
+        if TOPK:  # the top k in descending order, one argmax at a time
+            offs = tl.arange(0, BE)
+            work = tl.load(scores + offs, mask=offs < E, other=-float("inf"))
+            p = tl.full([KP], 0, tl.int64)
+            for r in tl.static_range(K):
+                i = tl.argmax(work, axis=0)
+                p = tl.where(ranks == r, i.to(tl.int64), p)
+                work = tl.where(offs == i, -float("inf"), work)
+        else:
+            p = tl.load(pred + ranks, mask=live, other=0)
+        wanted = live & (tl.load(table + p, mask=live, other=0) < 0)
+        if HAS_OK:
+            wanted = wanted & (tl.load(ok) != 0)
+        if DROP:  # the softmax over the predicted scores: the predicted weights
+            ps = tl.load(scores + p, mask=live, other=-float("inf")).to(tl.float64)
+            e = tl.where(live, tl.exp(ps - tl.max(ps, axis=0)), 0.0)
+            share = e / tl.sum(e, axis=0)
+            wanted = wanted & ((share >= thr) | (ranks == tl.argmax(ps, axis=0)))
+        place = tl.cumsum(wanted.to(tl.int32), axis=0) - 1  # its place among the wanted
+        take = wanted & (place < limit)
+        match = take[None, :] & (place[None, :] == ranks[:, None])  # [place, rank]
+        got = tl.sum(tl.where(match, p[None, :], 0), axis=1)
+        has = tl.sum(match.to(tl.int32), axis=1) > 0
+        tl.store(ids + ranks, tl.where(has, got, -1), mask=live)
+        tl.store(src + ranks, tl.where(has, got + base, -1), mask=live)
 
     @triton.jit
     def _row(mem, rows, far, far_rows, land_from, j, row_elems, DIRECT: tl.constexpr):

@@ -83,7 +83,7 @@ def _layer(engine, l: int, x: torch.Tensor, h: torch.Tensor, sel_log: np.ndarray
     sel = selected.cpu().numpy()  # the layer's one sync
     sel_log[:, l] = sel
     add(l, "routings", sel.size)
-    engine.prev_sel[l] = sel[-1].tolist()
+    engine.probe.prev[l] = sel[-1].tolist()
     counts = np.bincount(sel.ravel(), minlength=E)
     used = np.flatnonzero(counts)
     ranked = used[np.lexsort((used, -counts[used]))].tolist()  # most routed first
