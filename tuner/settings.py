@@ -34,6 +34,7 @@ from tuner.engine.inputs import check as check_path
 from tuner.engine.workload import WorkloadError
 from tuner.engine.workload import check as check_workload
 from tuner.errors import TunerError
+from tuner.interplay import refused
 from tuner.knobs import (
     ALIAS_OF,
     BY_NAME,
@@ -42,7 +43,6 @@ from tuner.knobs import (
     Alias,
     Config,
     Knob,
-    budget_list,
     lookup,
 )
 
@@ -109,17 +109,8 @@ class _Base(BaseModel):
 
     @model_validator(mode="after")
     def _cross_field(self):
-        if self.io_urgent >= self.io_workers:
-            raise ValueError(
-                f"io_urgent ({self.io_urgent}) must be less than io_workers "
-                f"({self.io_workers}): at least one reader must serve speculative reads"
-            )
-        budgets = budget_list(self.arena_budgets)
-        if budgets and self.expert_cache and sum(budgets) != self.expert_cache:
-            raise ValueError(
-                f"arena_budgets sum to {sum(budgets)} slots but expert_cache is "
-                f"{self.expert_cache}: the quotas share the arena, so they must sum to it"
-            )
+        for problem in refused(self):  # the refusing half of the knobs' interplay
+            raise ValueError(problem)
         try:
             check_workload(self.workload)
         except WorkloadError as err:

@@ -64,6 +64,7 @@ from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT, RESIDENT, quotas_for
 from tuner.engine.speculate import Speculator
 from tuner.engine.tiers import Sites, Tier
 from tuner.engine.verify import Verifier
+from tuner.interplay import Facts, adapt_fetch_on, drop_cold_on, moce_on, warnings
 
 DEFAULT_ARENA_SHARE = 0.20
 PROBE_BATCH = 4  # layers the probe scores at once while the host waits for the device
@@ -160,12 +161,11 @@ class Engine:
             self.sites.cpu_line.gbps = cfg.cpu_gbps
         self.slots.set_policy(cfg.cache_policy)
         self.slots.quotas = quotas
-        self.use_residency = cfg.moce_bonus > 0 or cfg.moce_bonus_r1 > 0
-        self.dropping = cfg.drop_cold > 0 and not cfg.cpu_pool
+        self.use_residency = moce_on(cfg)
+        self.dropping = drop_cold_on(cfg)
         if cfg.quality_every and self.quality is None:
             self.quality = QualityProbe(self.ckpt, self.dec, self.counters, cfg)
-        self.adapt_fetch = (cfg.cpu_pool and cfg.adapt_fetch > 0 and cfg.pcie_frac > 0
-                            and not cfg.adapt_overlap)
+        self.adapt_fetch = adapt_fetch_on(cfg)
         if self.device_step is not None:
             self.device_step.set_route(self._route_spec())
         self.warm_up()
@@ -211,54 +211,12 @@ class Engine:
                      PREDICTORS[cfg.prefetch].pick(cfg), cfg.drop_cold if self.dropping else 0.0)
 
     def notes(self) -> list[str]:
-        cfg, out = self.cfg, []
-        if cfg.prefetch_route and cfg.moce_bonus <= 0:
-            out.append("prefetch_route is off: it needs moce_bonus > 0")
-        if cfg.expert_cache > self.slots.n:
-            out.append(f"expert_cache {cfg.expert_cache} capped at {self.slots.n}: "
-                       "the model has no more layer-expert pairs")
-        if not cfg.cpu_pool and (cfg.pcie_frac or cfg.adapt_fetch or cfg.adapt_every):
-            out.append("pcie_frac, adapt_fetch and adapt_every act only with cpu_pool = 1")
-        if cfg.cpu_pool and cfg.prefetch != "off":
-            out.append("prefetch is off with cpu_pool: misses are not streamed into the arena")
-        if cfg.adapt_fetch and cfg.adapt_overlap:
-            out.append("adapt_fetch is off: adapt_overlap = 1 (seed 003: admissions write "
-                       "the residency the overlapped tier is swapping)")
-        if cfg.prefill and not self.batched_prefill():
-            out.append("prompts run token by token: batched prefill does not serve "
-                       "cpu_pool, a routing trace or a route recording")
-        if cfg.cpu_pool and cfg.adapt_fetch and not cfg.pcie_frac:
-            out.append("adapt_fetch is off: there is no link share (pcie_frac = 0)")
-        if cfg.cpu_pool and not cfg.adapt_every and not self.adapt_fetch:
-            out.append("with cpu_pool the arena changes only by the adaptive tier "
-                       "(adapt_every) and adapt-fetch; both are off")
-        if cfg.arena_budgets and cfg.arena_split != "layers":
-            out.append("arena_budgets act only with arena_split = layers")
-        if cfg.moce_protect > self.mc.top_k:
-            out.append(f"moce_protect {cfg.moce_protect} acts as {self.mc.top_k} (top-k)")
-        if self.routing is not None:
-            out.extend(self.routing.notes(cfg))
-        if cfg.expert_store == "ram" and (cfg.ssd_gbps or cfg.io_direct or cfg.io_jitter_ms):
-            out.append("ssd_gbps, io_direct and io_jitter_ms act on reads; with expert_store "
-                       "= ram a miss is a copy from host memory, not a read")
-        if cfg.miss_direct and cfg.expert_store == "ram" and self.cuda and not self.arena.direct:
-            out.append("miss_direct is off: quantized experts are computed by the batched "
-                       "products, which read the arena only")
-        if cfg.drop_cold and cfg.cpu_pool:
-            out.append("drop_cold is off with cpu_pool: it drops streamed misses only")
-        if self._ahead() is not None and not self._host_driven():
-            out.append("prefetch with misses read in place: each layer reads the next one's "
-                       "predicted misses ahead on the device, into its own rows; one the "
-                       "router picks is kept as a miss is (pf_timely), the rest are unused; "
-                       "none takes a slot ahead, so none is late, cancelled or partial")
-        if self.dropping:
-            out.append("drop_cold is on: the predictors are scored against the experts "
-                       "computed, so ctrl reads below 100 % by the dropped share; read prev "
-                       "and stale against ctrl, not against 100 %")
-        if (self.use_residency or self.dropping or self.routing) and not cfg.quality_every:
-            out.append("the output differs from exact routing; quality_every > 0 measures "
-                       "what that costs (KL, top-1 agreement)")
-        return out
+        """What is off or capped at the current settings, and how to read a figure: the
+        knobs' interplay (tuner/interplay.py) on this engine, and the routing trace's."""
+        facts = Facts(self.slots.n, self.mc.top_k, self.cuda, self.arena.direct,
+                      self._host_driven(), self.batched_prefill(), self.routing is not None)
+        trace = self.routing.notes(self.cfg) if self.routing is not None else []
+        return warnings(self.cfg, facts) + trace
 
     def reset_counters(self) -> None:
         self.counters.clear()
