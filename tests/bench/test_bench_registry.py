@@ -27,7 +27,8 @@ def test_every_section_is_a_module_that_measures_and_prints():
         code = importlib.import_module(section.module)
         assert callable(code.measure) and callable(code.text), section.name
     assert DEFAULT == ("read", "machinery", "telemetry", "link", "limit")
-    assert GPU == ("greedy", "resident", "read", "machinery", "link", "limit", "peer", "sites")
+    assert GPU == ("greedy", "resident", "read", "machinery", "link", "limit", "peer", "llamacpp",
+                   "sites")
 
 
 def test_sections_come_in_the_tables_order_and_unknown_ones_are_named():
