@@ -9,7 +9,8 @@ closest to them and not above; and `-ncmoe L`, every expert on the CPU, to stand
 engine's CPU site (the sites section). The engine on the same model: its fully resident
 path over N random token ids, as llama-bench's generation test feeds them, and its
 streaming at the current settings with the RAM store and the disk store, a session decoding
-text as `tuner run` does; each R times after a warm-up of N tokens, as llama-bench does.
+text as `tuner run` does. Each side runs R times after a warm-up: llama-bench's is one
+token, the engine's N tokens (which fill its arena, as a session's first tokens do).
 
 The llama-bench run is the one TUNER_LLAMA_BENCH names, else the cache's current build
 (tools/llamacpp/build.sh --cuda --targets llama-bench where the engine runs on a GPU; without
@@ -135,7 +136,7 @@ def resident_ms(ckpt: Checkpoint, cfg: Config, device: torch.device, tokens: int
     use_threads(cfg.threads)
     ids = torch.randint(ckpt.config.vocab_size, (tokens,),
                         generator=torch.Generator().manual_seed(0)).tolist()
-    resident = Resident(ckpt, cfg.context, device)
+    resident = Resident(ckpt, max(cfg.context, tokens), device)  # positions 0..tokens-1
     time_steps(resident.step, ids)
     return [time_steps(resident.step, ids) for _ in range(reps)]
 
