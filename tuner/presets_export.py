@@ -27,14 +27,13 @@ from tuner.engine.model_config import ModelConfig
 from tuner.engine.slots import quotas_for
 from tuner.errors import TunerError
 from tuner.knobs import INPUT_KNOBS, KNOBS, Knob
+from tuner.llamacpp import EXPS
 from tuner.presets import Preset, PresetError, Store, check_name
 from tuner.settings import Settings, SettingsError, env_values, validate
 
 FORMATS = ("env", "json", "llama.cpp")
 # A value both EnvironmentFile and the shell's word splitting pass on unchanged.
 PLAIN_VALUE = re.compile(r"^[^\s\"'\\$`#;]*$")
-# llama.cpp's expert tensors (common.h's LLM_FFN_EXPS_REGEX): blk.N.ffn_{up,down,gate}_exps
-EXPS = r"ffn_(up|down|gate|gate_up)_(ch|)exps"
 # tuner knob -> the llama.cpp flag that does the same (approximately, as the comment says)
 # (tuner's `threads` is the decoding thread's intra-op count, not llama.cpp's CPU threads)
 LLAMA_FLAGS = {"temperature": "--temp", "seed": "--seed", "context": "--ctx-size"}

@@ -28,7 +28,7 @@ def test_every_section_is_a_module_that_measures_and_prints():
         assert callable(code.measure) and callable(code.text), section.name
     assert DEFAULT == ("read", "machinery", "telemetry", "link", "limit")
     assert GPU == ("greedy", "resident", "read", "machinery", "link", "limit", "prefetch", "peer",
-                   "sites")
+                   "llamacpp", "sites")
 
 
 def test_sections_come_in_the_tables_order_and_unknown_ones_are_named():

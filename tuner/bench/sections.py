@@ -91,6 +91,10 @@ SECTIONS: tuple[Section, ...] = (
     Section("peer", "peer", "the engine against transformers on the same checkpoint, fully "
             "resident and with accelerate's offload at the engine's fast-memory budget "
             "(needs transformers and accelerate)", "tuner.bench.peer", gpu=True),
+    Section("llamacpp", "llamacpp", "the engine against llama.cpp's llama-bench on the same "
+            "model's GGUF: fully resident, and with -ncmoe at the engine's fast-memory expert "
+            "bytes for each expert store and with every expert on the CPU (needs a llama-bench "
+            "build: tools/llamacpp/build.sh)", "tuner.bench.llamacpp", gpu=True),
     Section("ui", "ui", "what the terminal UI costs the engine, embedded and connected, "
             "against no UI (--tokens a phase, default 160; --rounds)", "tuner.ui.bench",
             tokens=160),

@@ -3,10 +3,11 @@
     python -m tuner.measure.gpu_suite --out results/DATE [--model PATH]
 
 Needs only torch, numpy and safetensors (the engine's own dependencies; peer also needs
-transformers and accelerate), so it runs on a machine that has a CUDA build of torch and
-nothing of the UI stack. Its sections are `tuner bench`'s (tuner.bench.sections; by default
-those marked for the GPU suite: greedy, resident, read, machinery, link, limit, peer, sites)
-on `--model` (the bfloat16 demo model by default).
+transformers and accelerate, llamacpp the gguf package and a llama-bench build), so it runs
+on a machine that has a CUDA build of torch and nothing of the UI stack. Its sections are
+`tuner bench`'s (tuner.bench.sections; by default those marked for the GPU suite: greedy,
+resident, read, machinery, link, limit, peer, llamacpp, sites) on `--model` (the bfloat16
+demo model by default).
 """
 
 from __future__ import annotations
