@@ -283,8 +283,9 @@ KNOBS: tuple[Knob, ...] = (
          "dropped) is computed beside the served one, off the timed path, for KL and top-1 "
          "agreement (0 = off)", "session", "-", 0, 1_000_000, unit="tokens"),
     Knob("window", "STRATA_WINDOW", int, 64,
-         "sliding window of the windowed counters (each token keeps a copy of the "
-         "counters)", "session", "-", 1, 4096,
+         "sliding window of the windowed counters: the newest steps that hold this many "
+         "tokens (a prompt prefilled in one batch is one step, kept whole, so the window "
+         "holds more while a prompt straddles its start)", "session", "-", 1, 4096,
          unit="tokens", restart=True),
 )
 
