@@ -14,7 +14,7 @@ import tuner
 
 ROOT = Path(tuner.__file__).parent
 HIGHER = {"settings", "presets", "control", "web", "ui", "commands", "cli", "measure", "bench",
-          "tune", "traces", "charts", "docs"}
+          "tune", "traces", "charts", "docs", "docs_pictures"}
 ABOVE_SETTINGS = {"traces", "measure", "bench", "tune", "control", "web", "ui", "commands",
                   "cli"}
 # room -> the rooms and libraries it never imports

@@ -1,7 +1,7 @@
 """The knob table: every engine knob declared once.
 
 Env parsing, CLI flags, the web form, the TUI form, presets, validation messages, the
-README's knob table and the engine's typed `Config` (tuner/config.py, written by
+docs' knob page and the engine's typed `Config` (tuner/config.py, written by
 `python -m tuner.knobs --write-config`) are all generated from `KNOBS`. This module is plain
 data (standard library only, and the engine's torch-free path limits) so the engine can
 read it without importing any UI or settings library.
