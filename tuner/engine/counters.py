@@ -258,7 +258,8 @@ class Counters:
     def _slide(self) -> None:
         """Moves the window's start past the steps it no longer needs: a step leaves once
         the steps after it hold `window` tokens (the caller holds the lock)."""
-        now = self._sums[0].sum()
+        now = self._sums[0].sum()  # tokens (of every phase) so far
+        # an entry is (counts, sums) at the end of a step; sums[0] its tokens by phase
         while len(self._ring) > 1 and now - self._ring[1][1][0].sum() >= self.window:
             self._ring.popleft()
             self.per_expert.leave()
