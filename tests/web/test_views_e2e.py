@@ -37,6 +37,7 @@ def test_the_heat_map_and_the_curve_render_and_update(live, open_page):
     live.wait_tokens(30)
     expect(info).not_to_have_text(first, timeout=20_000)  # it follows the engine
 
+    page.locator("#heatmap").scroll_into_view_if_needed()  # below the latest A/B and tune
     canvas = page.locator("#heatmap").bounding_box()
     page.mouse.move(canvas["x"] + 3, canvas["y"] + 3)  # layer 0, expert 0
     expect(info).to_contain_text("layer 0, expert 0:")
