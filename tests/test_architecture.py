@@ -14,7 +14,7 @@ import tuner
 
 ROOT = Path(tuner.__file__).parent
 HIGHER = {"settings", "presets", "control", "web", "ui", "commands", "cli", "measure", "bench",
-          "tune", "traces"}
+          "tune", "traces", "charts", "docs", "docs_pictures"}
 ABOVE_SETTINGS = {"traces", "measure", "bench", "tune", "control", "web", "ui", "commands",
                   "cli"}
 # room -> the rooms and libraries it never imports
@@ -30,6 +30,8 @@ NEVER = {
     "tune": {"control", "web", "ui", "commands", "cli"},
     "traces": {"control", "web", "ui", "commands", "cli"},
     "commands": {"cli"},
+    # charts draw plain data (an A/B's result, a tune's rows) handed to them
+    "charts": HIGHER - {"charts"} | {"engine", "torch"},
 }
 # the one file of a room that may cross its arrow: the terminal UI's benchmark serves the
 # web app, to measure the connected UI against it

@@ -1,7 +1,7 @@
 """The knob table: every engine knob declared once.
 
 Env parsing, CLI flags, the web form, the TUI form, presets, validation messages, the
-README's knob table and the engine's typed `Config` (tuner/config.py, written by
+docs' knob page and the engine's typed `Config` (tuner/config.py, written by
 `python -m tuner.knobs --write-config`) are all generated from `KNOBS`. This module is plain
 data (standard library only, and the engine's torch-free path limits) so the engine can
 read it without importing any UI or settings library.
@@ -283,8 +283,9 @@ KNOBS: tuple[Knob, ...] = (
          "dropped) is computed beside the served one, off the timed path, for KL and top-1 "
          "agreement (0 = off)", "session", "-", 0, 1_000_000, unit="tokens"),
     Knob("window", "STRATA_WINDOW", int, 64,
-         "sliding window of the windowed counters (each token keeps a copy of the "
-         "counters)", "session", "-", 1, 4096,
+         "sliding window of the windowed counters: the newest steps that hold this many "
+         "tokens (a prompt prefilled in one batch is one step, kept whole, so the window "
+         "holds more while a prompt straddles its start)", "session", "-", 1, 4096,
          unit="tokens", restart=True),
 )
 

@@ -99,6 +99,26 @@ def test_window_counts_only_recent_tokens(tiny_config, run):
     assert snap["window"]["totals"]["lookups"] == 10 * 4 * 4
 
 
+def test_the_window_is_one_span_of_tokens_for_every_view(tiny_config):
+    """The counters, the per-expert counts and the routings the slot gains and budgets
+    replay cover the same tokens: `window` of them, more only while a prefilled prompt
+    (one step, kept whole) straddles the window's start."""
+    s = Session(replace(tiny_config, window=20, context=40))
+    seen = set()
+    try:
+        for _ in range(30):
+            s.run(3)
+            tokens = s.snapshot()["window"]["tokens"]
+            assert s.experts(True)["tokens"] == tokens
+            assert len(s.engine.counters.window_routings()) == tokens
+            if s.tokens >= 20:
+                assert 20 <= tokens < 20 + 16  # the corpus's prompts are 16 tokens
+            seen.add(tokens)
+    finally:
+        s.engine.close()
+    assert 20 in seen and max(seen) > 20  # steady decode, and a prompt at the window's start
+
+
 def test_predictor_probe_scores(tiny_config, run):
     snap = run(tiny_config)
     layer0 = snap["layers"][0]

@@ -1,8 +1,8 @@
 """The model generator: routing that fails the way real MoE routing fails (DESIGN section
 6; the tiny recipe keeps the v2 structure and its ranges, checked here; the v3 demo model's
 ranking against public route logs is checked in tests/traces/test_demo_ranking.py and the
-README has its figures), dtypes, names that say what the weights are, real-shape recipes,
-and bytes that do not depend on how many threads made them."""
+docs' results pages have its figures), dtypes, names that say what the weights are,
+real-shape recipes, and bytes that do not depend on how many threads made them."""
 
 from __future__ import annotations
 

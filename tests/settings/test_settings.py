@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 
 from tuner import settings
-from tuner.commands.knobs import markdown
 from tuner.knobs import KNOBS, Config, config_dict
 from tuner.presets import PresetError, Store, parse
 from tuner.settings import SettingsError
-
-README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_every_knob_is_complete():
@@ -126,8 +120,3 @@ def test_corrupt_user_preset_is_listed_not_fatal(tuner_home):
     assert "broken.toml:2" in entry["error"]
 
 
-def test_readme_knob_table_is_current():
-    text = README.read_text()
-    m = re.search(r"<!-- knobs:begin -->\n(.*?)<!-- knobs:end -->", text, re.DOTALL)
-    assert m, "README.md lacks the knob table markers"
-    assert m.group(1) == markdown(), "README knob table is stale: run `tuner knobs --markdown`"

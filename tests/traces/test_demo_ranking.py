@@ -5,7 +5,8 @@ small table of real figures kept here, from public route logs.
 
 Kendall's tau-b is taken size by size over the policies both have (the logs' figures have
 no lru+prev, so six of the seven). What the demo reaches is asserted as it stands, so a new
-demo model that ranks worse fails here; the README says what it does not reach and why.
+demo model that ranks worse fails here; the docs' results page of the demo model says what
+it does not reach and why.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ def test_the_table_here_is_the_shipped_public_figures():
 # DeepSeek at 25 and 50 %: only lru+oracle > opt > static > lru > static_half > 2q is within
 # 0.8 of all four logs, and the demo has opt above lru+oracle at 15 % and 25 % (its temporal
 # reuse, in the decode logs' range, leaves Belady more than the two experts read ahead can
-# win back with top-6) and lru above static at 25 and 50 % (README, "Measured on the demo
-# model").
+# win back with top-6) and lru above static at 25 and 50 % (the demo model's results page,
+# "Routing shape and policy ranking").
 REACHED = {"Mixtral-8x7B decode": (0.8, 0.8, 0.8),
            "DeepSeek-V2-Lite prefill": (0.6, 0.8, 0.8),
            "Qwen1.5-MoE decode": (0.8, 0.6, 0.7),

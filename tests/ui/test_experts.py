@@ -7,7 +7,9 @@ from functools import partial
 
 import pytest
 
-from tests.ui.conftest import until
+from tests.ui.conftest import make_controller, until
+from tuner.control.embedded import EmbeddedBackend
+from tuner.format import figure
 from tuner.ui.app import create_app
 from tuner.ui.screens.experts import ExpertsScreen, bar, curve_text
 from tuner.ui.widgets.heat_map import HeatMap
@@ -50,6 +52,36 @@ async def test_the_heat_map_and_the_curve_render_and_update(embedded, controller
         await pilot.press("w")
         await wait(lambda: heat.data["view"] == "cumulative")
         assert "cumulative" in text(screen, "#heat-caption")
+
+
+async def test_the_heat_map_the_curve_and_the_layers_count_the_same_window(tiny_overrides):
+    """One window, measured, on every screen: 192-token prompts prefilled in one step make
+    a window of 32 tokens reach back into a prompt, so it holds more than 32."""
+    controller = make_controller({**tiny_overrides, "workload": "long-prompt", "window": 32})
+    controller.session.start()
+    app = create_app(EmbeddedBackend(controller), refresh_hz=4)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            wait = partial(until, pause=pilot.pause)
+            await pilot.press("5")
+            await wait(lambda: isinstance(app.screen, ExpertsScreen))
+            screen = app.screen
+            await wait(lambda: "at token" in text(screen, "#curve-text"), timeout=60)
+            controller.session.pause()
+            await wait(lambda: app.snapshot["state"] == "paused")
+            # the token in flight when paused still ends: the curve catches up with it
+            await wait(lambda: f"at token {figure(controller.session.tokens)} "
+                       in text(screen, "#curve-text"), timeout=60)
+            tokens = figure(controller.session.snapshot()["window"]["tokens"])
+            assert int(tokens.replace(",", "")) > 32
+            await wait(lambda: f"window: the last {tokens} tokens" in text(screen,
+                                                                            "#heat-caption"))
+            assert f"the window's {tokens} tokens" in text(screen, "#curve-text")
+            await pilot.press("2")
+            await wait(lambda: f"window: the last {tokens} tokens"
+                       in text(app.screen, "#layers-caption"))
+    finally:
+        controller.close()
 
 
 def test_the_curve_text_marks_the_arena_and_the_gap():

@@ -156,16 +156,28 @@ def test_presets_panel_applies_saves_and_diffs(live, open_page):
     shot(page, "dashboard-presets")
 
 
-# Per A/B table, scrolled as far right as it goes: its cells' right edge, its own and the
-# controls column's; then scrolled back.
-REACH = """() => [...document.querySelectorAll('#ab-status table')].map(table => {
+# Per table of a job's status: its right edge and its cells', its scrolled-out width, and
+# the main view's right edge.
+REACH = """(id) => [...document.querySelectorAll(`#${id} table`)].map(table => {
   const right = e => e.getBoundingClientRect().right;
-  table.scrollLeft = table.scrollWidth;
-  const reach = {cells: Math.max(...[...table.querySelectorAll('td, th')].map(right)),
-                 table: right(table), column: right(document.getElementById('controls'))};
-  table.scrollLeft = 0;
-  return reach;
+  return {cells: Math.max(...[...table.querySelectorAll('td, th')].map(right)),
+          table: right(table), hidden: table.scrollWidth - table.clientWidth,
+          view: right(document.getElementById('view'))};
 })"""
+
+
+def in_main_view(page, status: str) -> None:
+    """A job's status sits in the main view, not the controls column, and at 1440 pixels
+    every table of it shows whole: nothing cut off, nothing to scroll to."""
+    assert page.evaluate(f"!!document.querySelector('#view #{status}')")
+    assert not page.evaluate(f"!!document.querySelector('#controls #{status}')")
+    for reach in page.evaluate(REACH, status):
+        assert reach["hidden"] <= 1 and reach["cells"] <= reach["table"] + 1 \
+            and reach["table"] <= reach["view"] + 1, reach
+
+
+def chart_marks(page, chart: str, gid: str) -> int:
+    return page.locator(f"#{chart} g[id='{gid}'] use").count()
 
 
 def test_ab_panel_runs_an_ab_and_shows_the_verdict(live, open_page):
@@ -174,24 +186,37 @@ def test_ab_panel_runs_an_ab_and_shows_the_verdict(live, open_page):
     expect(form.locator("select[name=a]")).to_have_value("baseline")
     form.locator("select[name=b]").select_option("2q")
     form.locator("input[name=pairs]").fill("1")
-    form.locator("input[name=tokens]").fill("16")
+    form.locator("input[name=tokens]").fill("24")
     form.locator("button").click()
     expect(page.locator("#ab-verdict")).to_contain_text("verdict:", timeout=60_000)
     expect(page.locator("#ab-status table.ab-runs tbody tr")).to_have_count(3)
     expect(page.locator("#ab-status")).not_to_have_attribute("hx-trigger", "every 1s")
-    status = page.locator("#ab-status")
-    # 16 tokens are the corpus's first prompt: said so, and nothing reads "None"
-    expect(status).to_contain_text("no run decoded a token")
-    assert "None" not in status.text_content()
-    # wider than the controls column, the tables scroll inside it: no cell is cut off
-    for reach in page.evaluate(REACH):
-        assert reach["table"] <= reach["column"] + 1 and reach["cells"] <= reach["table"] + 1, \
-            reach
+    assert "None" not in page.locator("#ab-status").text_content()
+    in_main_view(page, "ab-status")
+    # the chart, drawn now the A/B is over: a mark per run, a bar for the pair
+    expect(page.locator("#ab-chart svg")).to_be_visible()
+    assert chart_marks(page, "ab-chart", "ab-runs-A") == 2
+    assert chart_marks(page, "ab-chart", "ab-runs-B") == 1
+    expect(page.locator("#ab-chart g[id='ab-pair-1']")).to_have_count(1)
     shot(page, "dashboard-ab")
 
 
+def test_ab_of_a_prompt_alone_says_so(live, open_page):
+    """16 tokens are the corpus's first prompt: said so, and nothing reads "None"."""
+    page = open_page(live.url, width=1440)
+    form = page.locator("form.ab-start")
+    form.locator("select[name=b]").select_option("2q")
+    form.locator("input[name=pairs]").fill("1")
+    form.locator("input[name=tokens]").fill("16")
+    form.locator("button").click()
+    expect(page.locator("#ab-verdict")).to_contain_text("verdict:", timeout=60_000)
+    status = page.locator("#ab-status")
+    expect(status).to_contain_text("no run decoded a token")
+    assert "None" not in status.text_content()
+
+
 def test_tune_panel_runs_a_tune_and_shows_its_front(live, open_page):
-    page = open_page(live.url)
+    page = open_page(live.url, width=1440)
     form = page.locator("form.tune-start")
     form.locator("input[name=trials]").fill("3")
     form.locator("input[name=tokens]").fill("8")
@@ -201,7 +226,10 @@ def test_tune_panel_runs_a_tune_and_shows_its_front(live, open_page):
     expect(page.locator("#tune-status")).not_to_have_attribute("hx-trigger", "every 1s",
                                                                timeout=60_000)
     expect(page.locator("#tune-trials tbody tr")).to_have_count(3)
-    expect(page.locator("#tune-pareto circle.front").first).to_be_visible()
+    in_main_view(page, "tune-status")
+    job = live.controller.tune.job
+    expect(page.locator("#tune-chart svg")).to_be_visible()
+    assert chart_marks(page, "tune-chart", "tune-front") == len(job.front) > 0
     shot(page, "dashboard-tune")
 
 

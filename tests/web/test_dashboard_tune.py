@@ -1,11 +1,13 @@
 """The dashboard's tune panel without a browser: start through the fragment, poll, read
-the trial table, the Pareto scatter and the best so far; stop."""
+the trial table, the chart of the trials and the Pareto front and the best so far; stop."""
 
 from __future__ import annotations
 
 import time
 
 import httpx
+
+from tests.charts.test_charts import marks
 
 
 def poll(url: str, timeout: float = 120.0) -> str:
@@ -31,15 +33,16 @@ def test_tune_from_the_panel(live):
                    headers=live.page_headers)
     assert r.status_code == 200
     assert 'hx-trigger="every 1s"' in r.text and 'id="tune-stop"' in r.text
+    assert "<svg" not in r.text  # no chart drawn while trials are timed
     html = poll(live.url)
     job = live.controller.tune.job
     assert job.state == "done", job.error
     assert html.count('<tr class="') == 3 and 'id="tune-stop"' not in html
     best = job.best
     assert f"best so far: trial {best['number']}" in html
-    assert html.count('<circle class="front"') == len(job.front)
-    passed = sum(r["state"] == "complete" for r in job.rows)
-    assert html.count("<circle ") == passed
+    svg = html[html.index("<svg"):html.index("</svg>") + 6]  # drawn now the tune is over
+    assert marks(svg, "tune-front") == len(job.front)
+    assert marks(svg, "tune-trials") == sum(r["state"] == "complete" for r in job.rows)
     for r in job.rows:
         assert f"<td>{r['number']}</td>" in html
 

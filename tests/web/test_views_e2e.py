@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.web.live import serve
+from tests.web.live import Live, serve, start_controller
 from tuner.format import figure
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -35,6 +37,7 @@ def test_the_heat_map_and_the_curve_render_and_update(live, open_page):
     live.wait_tokens(30)
     expect(info).not_to_have_text(first, timeout=20_000)  # it follows the engine
 
+    page.locator("#heatmap").scroll_into_view_if_needed()  # below the latest A/B and tune
     canvas = page.locator("#heatmap").bounding_box()
     page.mouse.move(canvas["x"] + 3, canvas["y"] + 3)  # layer 0, expert 0
     expect(info).to_contain_text("layer 0, expert 0:")
@@ -155,9 +158,44 @@ def test_the_column_sets_the_sticky_layer_column_and_the_window_subtitle(live, o
     page.locator("#view-toggle select[name=columns]").select_option("ms/token")
     expect(table.locator("thead th[data-col=layer_ms_per_token]")).to_have_count(1)
 
-    expect(page.locator("#st-window")).to_have_text("64")
-    live.controller.change({"window": 32})
-    expect(page.locator("#st-window")).to_have_text("32")
+
+@pytest.fixture
+def long_prompts(tiny_overrides) -> Iterator[Live]:
+    """192-token prompts, each prefilled in one step, and 16 tokens generated: a window of
+    32 tokens always reaches back into a prompt."""
+    controller = start_controller({**tiny_overrides, "workload": "long-prompt", "window": 32})
+    try:
+        yield from serve(controller)
+    finally:
+        controller.close()
+
+
+def test_the_window_reads_one_token_count_everywhere(long_prompts, open_page):
+    """The charts' heading, the layer table, the heat map and the hit curve count the same
+    tokens: the engine's window, measured (here a prompt at its start makes it more than
+    the knob's 32). Paused, every view settles on the last token's window."""
+    live = long_prompts
+    page = open_page(live.url, width=1440)
+    expect(page.locator("#curve-info")).to_contain_text("bound", timeout=60_000)
+    live.controller.pause()
+    patterns = {"#st-window": r"^([\d,]+)$", "#st-view": r"^window \(([\d,]+) tokens\)$",
+                "#heatmap-info": r"window of ([\d,]+) tokens",
+                "#curve-info": r"the window's ([\d,]+) tokens"}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            snap = live.session.snapshot()
+            want = (figure(snap["window"]["tokens"]), figure(snap["tokens"]))
+            shown = {sel: re.search(p, page.locator(sel).text_content() or "")
+                     for sel, p in patterns.items()}
+            found = {sel: m and m.group(1) for sel, m in shown.items()}
+            at = re.search(r"at token ([\d,]+),", page.locator("#curve-info").text_content())
+            if set(found.values()) == {want[0]} and at and at.group(1) == want[1]:
+                break
+            assert time.monotonic() < deadline, (want, found, at and at.group(1))
+            page.wait_for_timeout(200)  # the heat map and the curve poll the server
+    finally:
+        live.controller.resume()
 
 
 def test_the_page_writes_figures_as_the_server_does(live, open_page):

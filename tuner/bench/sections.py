@@ -1,5 +1,5 @@
 """Every benchmark section, declared once: `tuner bench --only`, the GPU suite
-(tuner.measure.gpu_suite) and the README's table of sections read this table.
+(tuner.measure.gpu_suite) and the docs' table of sections read this table.
 
 A section is a module with `measure(cfg, tokens, opts) -> dict` (the figures, plain data;
 a section that cannot run here returns {"skipped": why}) and `text(result) -> str` (the
@@ -120,7 +120,7 @@ def chosen(names: Iterable[str]) -> list[Section]:
 
 
 def markdown() -> str:
-    """The README's table of sections (`tuner bench --list`)."""
+    """The docs' table of sections (`tuner bench --list`)."""
     rows = ["| section | what it measures | run without --only by |", "|---|---|---|"]
     for s in SECTIONS:
         letter = s.label.removesuffix(s.name)  # "(a) " or nothing

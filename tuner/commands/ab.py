@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tuner.charts import plot_format
 from tuner.commands.args import (
     INTERRUPTED,
     add_knob_flags,
@@ -25,6 +26,8 @@ def register(p: argparse.ArgumentParser) -> None:
                    "page cache and lazy initialisation do not land on the first pair "
                    "(default 1)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--plot", metavar="FILE", help="also draw the runs and the pairs into FILE "
+                   "(.svg, .png or .pdf)")
     add_knob_flags(p)  # the base both arms start from; each arm's knobs go on top
     p.set_defaults(func=main)
 
@@ -41,6 +44,8 @@ def main(args: argparse.Namespace) -> int:
 
     if args.warmup < 0:
         raise SystemExit("tuner ab: --warmup must be at least 0")
+    if args.plot:
+        plot_format(args.plot)
     try:  # every field checked before the first run
         spec = parse(ABSpec, model_values(args, ABSpec))
     except SettingsError as err:
@@ -54,15 +59,25 @@ def main(args: argparse.Namespace) -> int:
             print_json({"interrupted": True, "planned_runs": stop.planned, "runs": stop.runs})
         else:
             _print_runs(stop.runs)
+        _plot(args, stop.runs)
         print(f"tuner ab: interrupted after {len(stop.runs)} of {stop.planned} measured runs; "
               "no verdict without every pair and the sentinel A", file=sys.stderr)
         return INTERRUPTED
     result["labels"] = {"A": args.a, "B": args.b}
+    _plot(args, result["runs"], result)
     if args.json:
         print_json(result)
         return 0
     _print(result)
     return 0
+
+
+def _plot(args: argparse.Namespace, runs: list[dict], result: dict | None = None) -> None:
+    if args.plot:
+        from tuner import charts
+
+        path = charts.write(charts.ab_chart(runs, result, (args.a, args.b)), args.plot)
+        print(f"tuner ab: chart written to {path}", file=sys.stderr)
 
 
 def _print(r: dict) -> None:

@@ -28,7 +28,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help=f"comma-separated sections (default {','.join(DEFAULT)}): " + "; ".join(
                        f"{s.name}: {s.what}" for s in SECTIONS).replace("%", "%%"))
     p.add_argument("--list", action="store_true",
-                   help="print the sections as a Markdown table (the README's) and exit")
+                   help="print the sections as a Markdown table (the docs') and exit")
     p.add_argument("--tokens", type=int,
                    help="tokens per measurement (default 64; for ui, 160 a phase)")
     p.add_argument("--fracs", type=shares, default=SITES_FRACS, metavar="F,F,...",

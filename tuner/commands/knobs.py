@@ -1,4 +1,4 @@
-"""`tuner knobs`: the knob table, as text, JSON or the README's Markdown table."""
+"""`tuner knobs`: the knob table, as text, JSON or the docs' Markdown table."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def text() -> str:
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
-    p.add_argument("--markdown", action="store_true", help="the README's table")
+    p.add_argument("--markdown", action="store_true", help="the docs' table")
     p.set_defaults(func=main)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tuner.charts import plot_format
 from tuner.commands.args import INTERRUPTED, add_knob_flags, print_json, settings_from_args
 from tuner.format import figure
 from tuner.measure.rules import check_limits
@@ -60,6 +61,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=2,
                    help="Ray workers (default 2)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--plot", metavar="FILE", help="also draw the trials and the Pareto front "
+                   "into FILE (.svg, .png or .pdf)")
     add_knob_flags(p)  # the baseline every trial is paired with; trials change knobs on it
     p.set_defaults(func=main)
 
@@ -76,6 +79,8 @@ def _check(args: argparse.Namespace) -> None:
                          "from the study")
     if (args.trial is not None or args.overwrite) and not args.save_best:
         raise SystemExit("tuner tune: --trial and --overwrite go with --save-best NAME")
+    if args.plot:
+        plot_format(args.plot)
     try:
         check_limits(args.max_kl, args.min_agreement)
     except SettingsError as err:
@@ -102,6 +107,11 @@ def main(args: argparse.Namespace) -> int:
                               args.sampler_seed, args.ray, args.workers,
                               on_event=progress.event)
         _print_front(result, out)
+    if args.plot:
+        from tuner import charts
+
+        chart = charts.tune_chart(result["trials"], [t["number"] for t in result["front"]])
+        print(f"chart written to {charts.write(chart, args.plot)}", file=out)
     if args.save_best:
         result["saved"] = _save_and_check(result, args, out)
     if args.json:

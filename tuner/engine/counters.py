@@ -7,6 +7,13 @@ page's charts, the terminal's overview, the help and /metrics read the same tabl
 Counts accumulate in a per-token scratch row owned by the decode thread and are folded
 into the shared totals at each token boundary, under a lock held for microseconds; the
 per-expert counts (`ExpertLog`) are folded in under the same lock.
+
+The window is declared here, once, and every view reads it (the charts, the layer tables,
+the heat map, the hit curves, the slot gains): the newest steps that hold the last
+`window` tokens. A step is one decoded token or one prompt prefilled in a batch, whose
+counts cannot be split by token, so a prompt is kept whole: the window holds `window`
+tokens, or up to a prompt's length less one more while a prompt's step straddles its
+start. Every view shows the window's measured token count, never the knob's value.
 """
 
 from __future__ import annotations
@@ -216,8 +223,10 @@ class Counters:
         self.per_expert = ExpertLog(layers, experts, top_k, window, keep or 2 * window)
         self.cur = np.zeros((layers, len(COUNTERS)))  # this token, decode thread only
         self._lock = threading.Lock()
-        # per phase: counts [P, L, C], and tokens, seconds and prompts [3, P]
-        self._ring: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=window + 1)
+        self.window = window
+        # per phase: counts [P, L, C], and tokens, seconds and prompts [3, P] at the end of
+        # each step of the window; the first is the base the window's counts start from
+        self._ring: deque[tuple[np.ndarray, np.ndarray]] = deque()
         self.clear()
 
     def clear(self) -> None:
@@ -249,7 +258,17 @@ class Counters:
             if tokens:
                 self._ring.append((self._cum.copy(), self._sums.copy()))
                 self.per_expert.fold()
+                self._slide()
         self.cur[:] = 0
+
+    def _slide(self) -> None:
+        """Moves the window's start past the steps it no longer needs: a step leaves once
+        the steps after it hold `window` tokens (the caller holds the lock)."""
+        now = self._sums[0].sum()  # tokens (of every phase) so far
+        # an entry is (counts, sums) at the end of a step; sums[0] its tokens by phase
+        while len(self._ring) > 1 and now - self._ring[1][1][0].sum() >= self.window:
+            self._ring.popleft()
+            self.per_expert.leave()
 
     @property
     def tokens(self) -> int:
@@ -284,9 +303,11 @@ class Counters:
             return self.per_expert.routings()
 
     def window_routings(self) -> np.ndarray:
-        """The routings of the window's last `window` tokens, oldest first [T, L, K], -1 for
-        an empty slot (what live budgets and slot gains replay)."""
-        return self.routings()[-self.per_expert.window:]
+        """The routings of the window's tokens, oldest first [T, L, K], -1 for an empty
+        slot (what live budgets and slot gains replay)."""
+        with self._lock:
+            routings, tokens = self.per_expert.routings(), self.per_expert.window_tokens
+        return routings[len(routings) - tokens:]
 
     def view(self, window: bool, resident: list[int], quota: list[int] | None,
              slot_gain: list[float | None]) -> Window:

@@ -1,7 +1,7 @@
 """Deterministic generator of the embedded demo model (no download, no training).
 
 The weights are random but structured so that routing fails the way a real MoE's does
-(figures in the README, measured with `tuner trace stats` and `tuner realism`):
+(figures in the docs' results pages, measured with `tuner trace stats` and `tuner realism`):
 
 * mild popularity, every expert used: each router row is a random direction plus a small
   per-expert component along a shared direction `mu` (a popularity bias), as a trained

@@ -15,6 +15,7 @@ from tuner.control.controller import GIL_SWITCH_S, Controller
 from tuner.web import errors
 from tuner.web.gate import Gate
 from tuner.web.hub import Hub
+from tuner.web.job_charts import JobCharts
 from tuner.web.limits import BodyLimit
 from tuner.web.routes import ab, dashboard, metrics, presets, session, settings, stream, tune
 from tuner.web.schemas import COMMON
@@ -52,6 +53,7 @@ def create_app(controller: Controller, token: str | None = None, *,
                   openapi_url=None, docs_url=None, redoc_url=None)
     app.state.controller = controller
     app.state.token = token
+    app.state.job_charts = JobCharts()
     app.state.hub = hub
     app.state.steering = Steering(controller.apply_timeout)
     app.state.send_timeout = send_timeout

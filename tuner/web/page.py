@@ -88,7 +88,7 @@ def status_html(snapshot: dict[str, Any], view: str) -> str:
         "st-workload": f"{snapshot['workload']['name']}, turn {snapshot['workload']['turn']}",
         "st-view": f"{view} ({figure(snapshot['window']['tokens'])} tokens)" if view == "window"
                    else f"{view} ({figure(snapshot['tokens'])} tokens)",
-        "st-window": figure(snapshot["settings"]["window"]),
+        "st-window": figure(snapshot["window"]["tokens"]),
     }
     classes = {"st-state": f' class="state-{snapshot["state"]}"'}
     return "".join(f'<span id="{k}"{classes.get(k, "")}>{escape(v)}</span>'

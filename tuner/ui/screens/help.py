@@ -62,7 +62,8 @@ class HelpScreen(ModalScreen[None]):
             yield Static(key_table(self.app))
             yield Static("\n[b]Headline figures[/] (Overview; the page's charts)")
             yield Static(headline_table())
-            yield Static("\n[b]Layer columns[/] (window: the last `window` tokens; "
+            yield Static("\n[b]Layer columns[/] (window: the last `window` tokens, "
+                         "more while a prefilled prompt straddles its start; "
                          "cumulative: since the last reset; counts are sums over that span, "
                          "/token columns divide them by its tokens; `c` steps through the "
                          "column sets, left and right move the column cursor, `s` sorts by "

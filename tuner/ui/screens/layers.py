@@ -33,8 +33,7 @@ class LayersScreen(SnapshotScreen):
     def show(self, snap: dict[str, Any]) -> None:
         table = self.query_one(LayerTable)
         if self.windowed:
-            span = (f"window: the last {figure(snap['window']['tokens'])} tokens "
-                    f"(of {figure(snap['settings']['window'])})")
+            span = f"window: the last {figure(snap['window']['tokens'])} tokens"
             table.show(snap["window"]["layers"])
         else:
             span = f"cumulative: {figure(snap['tokens'])} tokens"

@@ -37,8 +37,8 @@ from tuner.tune.worker import SENTINEL_EVERY
 from tuner.web.connection import serve_client
 from tuner.web.deps import ControllerDep, HubDep, PresetName, SteeringDep
 from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox
+from tuner.web.job_charts import JobCharts
 from tuner.web.page import DEFAULT_COLUMNS, HEAT_LEVELS, PageView
-from tuner.web.tune_view import pareto_svg
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
@@ -77,17 +77,23 @@ def page(request: Request, controller: ControllerDep) -> HTMLResponse:
         "settings": state.settings,
         "preset_list": controller.store.list(),
         "ab_job": controller.ab.job,
+        "ab_chart": _charts(request).ab(controller.ab.job),
         "ab_form": (AB_PAIRS, RUN_TOKENS, BASELINE, _default(ABRequest, "pairs"),
                     _default(ABRequest, "tokens"), WORKLOADS, tuple(RULESETS)),
         "headlines": HEADLINES,
         "column_sets": COLUMN_SETS,
         "column_set": DEFAULT_COLUMNS,
         "tune_job": controller.tune_status(),
-        "tune_form": (_scatter(controller), TUNE_TRIALS, RUN_TOKENS,
+        "tune_chart": _charts(request).tune(controller.tune.job),
+        "tune_form": (TUNE_TRIALS, RUN_TOKENS,
                       _default(TuneRequest, "trials"), _default(TuneRequest, "tokens"),
                       SENTINEL_EVERY),
         "levels": HEAT_LEVELS,
     })
+
+
+def _charts(request: Request) -> JobCharts:
+    return request.app.state.job_charts
 
 
 def _default(model: type[BaseModel], field: str) -> Any:
@@ -184,7 +190,8 @@ def diff_preset(name: PresetName, request: Request, controller: ControllerDep) -
 def _ab_status(request: Request, controller: Controller, message: str | None = None,
                error: bool = False) -> HTMLResponse:
     status = _macros("ab.html", request).status
-    return _html(status(controller.ab.job, message, error))
+    job = controller.ab.job
+    return _html(status(job, _charts(request).ab(job), message, error))
 
 
 @router.post("/ui/ab", response_class=HTMLResponse)
@@ -207,12 +214,8 @@ def ab_status(request: Request, controller: ControllerDep) -> HTMLResponse:
 def _tune_status(request: Request, controller: Controller, message: str | None = None,
                  error: bool = False) -> HTMLResponse:
     status = _macros("tune.html", request).status
-    return _html(status(controller.tune_status(), _scatter(controller), message, error))
-
-
-def _scatter(controller: Controller) -> str:
-    job = controller.tune.job
-    return pareto_svg(job.rows, job.front) if job else ""
+    return _html(status(controller.tune_status(), _charts(request).tune(controller.tune.job),
+                        message, error))
 
 
 @router.post("/ui/tune", response_class=HTMLResponse)
