@@ -21,7 +21,7 @@ from tuner.engine.kvikio_reads import problem
 
 
 def _failure(why: str) -> RuntimeError:
-    return RuntimeError(f"KvikIO failure at /standin/posix_io.hpp:1: {why}")
+    return RuntimeError(f"KvikIO failure at: /standin/posix_io.hpp:1: {why}")
 
 
 class IOFuture:
@@ -42,7 +42,8 @@ class CuFile:
         try:
             self._fd = os.open(path, os.O_RDONLY)
         except OSError as err:
-            raise _failure(f"Unable to open file: {err.strerror}") from None
+            raise RuntimeError("Unable to open file. Linux system/library function call error "
+                               f"at: /standin/file_utils.cpp:1: {err.strerror}") from None
 
     def pread(self, buf, size: int, file_offset: int = 0, task_size: int | None = None):
         view = memoryview(buf).cast("B")[:size]

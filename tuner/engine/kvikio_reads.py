@@ -36,9 +36,13 @@ from tuner.engine.store import Piece, Read, ReadQueue, not_here, short_read
 POLL_S = 0.0002  # `done.wait(timeout)`'s poll period (tests; the engine waits in `wait`)
 
 
+_WHERE = re.compile(r"(KvikIO failure|Linux system/library function call error) at:? "
+                    r"\S+:\d+:\s*")  # KvikIO's source file and line in its messages
+
+
 def _reason(err: Exception) -> str:
-    """KvikIO's message without the source file and line it starts with."""
-    return re.sub(r"^KvikIO failure at \S+\s+", "", str(err)) or type(err).__name__
+    """KvikIO's message without the source files and lines in it."""
+    return _WHERE.sub("", str(err)).strip() or type(err).__name__
 
 
 def _kvikio() -> Any:
