@@ -405,15 +405,14 @@ def reader_for(choice: str, device: torch.device) -> str:
     """The reader `io_reader` = `choice` picks on `device`: auto takes KvikIO where it
     reads on this machine and the engine computes on a CUDA device. ReaderError when
     kvikio is asked for and cannot read here."""
-    if choice == "threads":
-        return "threads"
+    if choice == "threads" or (choice == "auto" and device.type != "cuda"):
+        return "threads"  # without importing KvikIO
     from tuner.engine.kvikio_reads import problem
 
     why = problem()
-    if choice == "kvikio" and why:
+    if why and choice == "kvikio":
         raise not_here(why)
-    return "kvikio" if why is None and (choice == "kvikio" or device.type == "cuda") \
-        else "threads"
+    return "threads" if why else "kvikio"
 
 
 def readers_here() -> list[str]:
