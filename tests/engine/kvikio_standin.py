@@ -84,4 +84,4 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 REAL = problem()  # why the library itself cannot read here, or None
-needs_kvikio = pytest.mark.skipif(REAL is not None, reason=f"KvikIO: {REAL}")
+needs_kvikio = pytest.mark.skipif(REAL is not None, reason=REAL or "")
