@@ -41,6 +41,7 @@ class Config:
     # -- io ------------------------------------------------------------------------------------
     expert_store: str = "disk"
     miss_direct: bool = True
+    io_reader: str = "auto"
     io_workers: int = 8
     io_urgent: int = 2
     io_direct: bool = False

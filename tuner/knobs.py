@@ -175,8 +175,8 @@ KNOBS: tuple[Knob, ...] = (
          "set leaves 2*top_k+32 slots at the tail", "prefill", S000, search=(False, True)),
     # io
     Knob("expert_store", "STRATA_EXPERT_STORE", str, "disk",
-         "where misses come from: disk = read from the checkpoint's files by the reader "
-         "threads (an SSD, or the page cache); ram = every expert held in page-locked host "
+         "where misses come from: disk = read from the checkpoint's files by the readers "
+         "(io_reader; an SSD, or the page cache); ram = every expert held in page-locked host "
          "memory from the start, so a miss is one copy over the link and no read", "io", "-",
          choices=("disk", "ram"), restart=True),
     Knob("miss_direct", "STRATA_MISS_DIRECT", bool, True,
@@ -184,6 +184,12 @@ KNOBS: tuple[Knob, ...] = (
          "GPU its kernels, over the link), with no wait for the host to learn of it, and "
          "the host keeps it in the arena from the bytes the layer read; 0 = the host "
          "copies it in and the layer is computed again", "io", "-", restart=True),
+    Knob("io_reader", "STRATA_IO_READER", str, "auto",
+         "how the disk store reads experts: threads = reader threads in Python (os.preadv), "
+         "anywhere; kvikio = NVIDIA KvikIO's C++ thread pool, driven from the decode thread "
+         "with no Python thread per read (needs the gpu extra and a CUDA driver); auto = "
+         "kvikio where it reads and the engine computes on a CUDA device, else threads",
+         "io", "-", choices=("auto", "threads", "kvikio"), restart=True),
     Knob("io_workers", "STRATA_IO_WORKERS", int, 8,
          "reader threads", "io", S000, 1, 64, unit="threads", restart=True,
          search=(4, 16)),

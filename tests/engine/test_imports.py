@@ -1,5 +1,6 @@
-"""The engine imports torch, numpy, safetensors, tokenizers, the standard library and the
-project's plain modules only (the settings, web and terminal libraries are the UIs')."""
+"""The engine imports torch, numpy, safetensors, tokenizers (KvikIO where installed), the
+standard library and the project's plain modules only (the settings, web and terminal
+libraries are the UIs')."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 import tuner
 
 PACKAGE = Path(tuner.__file__).parent
-LIBRARIES = {"torch", "numpy", "safetensors", "tokenizers", "typing_extensions", "triton"}
+LIBRARIES = {"torch", "numpy", "safetensors", "tokenizers", "typing_extensions", "triton",
+             "kvikio"}
 PLAIN = {"tuner", "tuner.config", "tuner.errors", "tuner.knobs"}  # standard library only
 
 

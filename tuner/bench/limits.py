@@ -19,7 +19,7 @@ from tuner.engine.decode import arena_slots
 from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import experts_out
 from tuner.engine.opening import model_folder, pick_device
-from tuner.engine.store import ReadPool
+from tuner.engine.store import make_reads, readers_here
 
 Step = Callable[[int, int], torch.Tensor]  # (token, position) -> logits
 
@@ -42,22 +42,33 @@ def time_steps(step: Step, tokens: list[int]) -> float:
     return 1000 * (time.perf_counter() - t0) / len(tokens)
 
 
-def store_read(ckpt: Checkpoint, workers: int, direct: bool, piece_kib: int = 256,
-               experts: int = 256) -> dict:
-    """Raw read bandwidth of the expert store with the engine's own reader: `experts`
-    experts spread over the model, all queued at once, into memory already faulted in (as
-    the engine's rows are). Through the page cache the timed pass is the second one, as
-    the engine's reads are once the model has been read."""
+def spread(ckpt: Checkpoint, experts: int | None = None) -> list[tuple[int, int]]:
+    """`experts` experts spread over the model; by default at least 1 GiB of them, or all."""
     mc = ckpt.config
     total = mc.num_layers * mc.num_experts
+    experts = experts or min(total, max(256, (1 << 30) // ckpt.expert_bytes))
     step = max(1, total // experts)
-    keys = [divmod(i, mc.num_experts) for i in range(0, total, step)][:experts]
-    buf = torch.zeros(len(keys), ckpt.row_bytes, dtype=torch.uint8)
-    pool = ReadPool(workers, 0, direct, piece_kib * 1024)
+    return [divmod(i, mc.num_experts) for i in range(0, total, step)][:experts]
+
+
+def store_read(ckpt: Checkpoint, workers: int, direct: bool, piece_kib: int = 256,
+               experts: int | None = None, reader: str | None = None,
+               rows: torch.Tensor | None = None) -> dict:
+    """Raw read bandwidth of the expert store: experts spread over the model (`spread`),
+    all queued at once (a deep queue), read by `reader` (by default the fastest here:
+    KvikIO where it reads) into memory already faulted in, as the engine's rows are
+    (`rows`, one per expert, or made here). The timed pass is the second: the first opens
+    the files and starts the readers, and through the page cache it reads the experts in,
+    as the engine's reads are once the model has been read."""
+    keys = spread(ckpt, experts)
+    if rows is None:
+        rows = torch.zeros(len(keys), ckpt.row_bytes, dtype=torch.uint8)
+    reader = reader or readers_here()[-1]
+    pool = make_reads(reader, workers, 0, direct, piece_kib * 1024)
     try:
-        for _ in range(1 if direct else 2):
+        for _ in range(2):
             t0 = time.perf_counter()
-            reads = [pool.submit(k, ckpt.extents(*k), buf[i].numpy().data, False)
+            reads = [pool.submit(k, ckpt.extents(*k), rows[i].numpy().data, False)
                      for i, k in enumerate(keys)]
             for r in reads:
                 pool.wait(r)
@@ -65,8 +76,25 @@ def store_read(ckpt: Checkpoint, workers: int, direct: bool, piece_kib: int = 25
     finally:
         pool.close()
     nbytes = len(keys) * ckpt.expert_bytes
-    return {"experts": len(keys), "bytes": nbytes, "seconds": round(secs, 4),
-            "gbps": round(nbytes / secs / 1e9, 4), "direct": direct, "workers": workers}
+    return {"reader": reader, "workers": workers, "piece_kib": piece_kib, "direct": direct,
+            "experts": len(keys), "bytes": nbytes, "seconds": round(secs, 4),
+            "gbps": round(nbytes / secs / 1e9, 4)}
+
+
+RAW_SHAPES = ((None, None), (None, 4096), (32, 4096))  # (readers, piece KiB); None: the engine's
+
+
+def best_store_read(ckpt: Checkpoint, workers: int, piece_kib: int, direct: bool) -> dict:
+    """The store's best raw read: every reader here, each at the engine's readers and piece
+    size, with large pieces, and with large pieces and many readers; the fastest, with
+    every one tried under `tried`."""
+    shapes = dict.fromkeys((w or workers, p or piece_kib) for w, p in RAW_SHAPES)
+    rows = torch.zeros(len(spread(ckpt)), ckpt.row_bytes, dtype=torch.uint8)  # every try's
+    tried = [store_read(ckpt, w, direct, p, reader=reader, rows=rows)
+             for reader in readers_here() for w, p in shapes]
+    best = max(tried, key=lambda t: t["gbps"])
+    return {**best, "tried": [{k: t[k] for k in ("reader", "workers", "piece_kib", "gbps")}
+                              for t in tried]}
 
 
 def pinned_copy_gbps(device: torch.device, nbytes: int = 256 << 20, reps: int = 5,

@@ -33,7 +33,7 @@ from tuner.engine.experts import SPEC_SETS, Experts, reads_far
 from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import Weights
 from tuner.engine.slots import Key, SlotMap
-from tuner.engine.store import Read, ReadPool
+from tuner.engine.store import Read, open_reads
 
 RING_LAYERS = 6  # staging entries per routed expert: a layer's demand plus three layers of
 # speculation (issued, claimed or in limbo) stay below it, so a batch is one or two runs
@@ -148,8 +148,7 @@ class Arena:
         self.bypass = list(range(slots, slots + K))
         self._batch_rows = torch.zeros(K, dtype=torch.int64, pin_memory=self.cuda)
         self.extents = {(l, e): ckpt.extents(l, e) for l in range(L) for e in range(E)}
-        self.pool = ReadPool(cfg.io_workers, cfg.io_urgent, cfg.io_direct,
-                             cfg.io_piece_kib * 1024, check=check, hurry=hurry)
+        self.pool = open_reads(cfg, device, check=check, hurry=hurry)  # io_reader's
         # the RAM store: misses are copied from here, never read
         self.host = HostCopy(ckpt, pin=self.cuda, check=check) \
             if cfg.expert_store == "ram" else None

@@ -1,0 +1,39 @@
+"""(a) read on the tiny model: the store's best raw read over every reader and shape tried,
+and the engine's reads with every reader here (the KvikIO reader on its stand-in), the
+headline the one `io_reader` picks. No timing is asserted."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine.kvikio_standin import installed
+from tuner.bench import read
+from tuner.bench.sections import Options
+from tuner.knobs import Config
+
+
+@pytest.mark.parametrize("io_reader", ["auto", "kvikio"])
+def test_read_measures_the_raw_read_and_the_engine_with_each_reader(tiny_model, monkeypatch,
+                                                                    io_reader):
+    cfg = Config(model=str(tiny_model), expert_cache=16, io_workers=2, io_urgent=1,
+                 device="cpu", io_reader=io_reader)
+    with installed(monkeypatch):
+        r = read.measure(cfg, 8, Options())
+    assert r["reader"] == ("threads" if io_reader == "auto" else "kvikio")  # auto: no GPU
+    tried = r["raw"]["tried"]
+    assert [(t["reader"], t["workers"], t["piece_kib"]) for t in tried] == [
+        (reader, w, p) for reader in ("threads", "kvikio") for w, p in
+        ((2, 256), (2, 4096), (32, 4096))]
+    assert r["raw_gbps"] == r["raw"]["gbps"] == max(t["gbps"] for t in tried)
+    assert r["raw"]["direct"] and r["raw"]["experts"] == 64  # the tiny model's every expert
+    assert set(r["readers"]) == {"threads", "kvikio"} and r["engine"] == r["readers"][r["reader"]]
+    for name, e in r["readers"].items():
+        assert e["reader"] == name and e["bytes_read"] > 0
+        gbps = e["bytes_read"] / e["read_busy_s"] / 1e9  # figures rounded to 4 places
+        assert e["engine_gbps"] == pytest.approx(gbps, rel=1e-2, abs=1e-4)
+        assert e["ratio"] == pytest.approx(gbps / r["raw_gbps"], rel=1e-2, abs=1e-4)
+    other = "kvikio" if r["reader"] == "threads" else "threads"
+    assert read.text(r).startswith(f"(a) read: engine {r['engine_gbps']} GB/s while serving "
+                                   f"misses ({r['reader']}) / store {r['raw_gbps']} GB/s raw")
+    assert read.text(r).endswith(f"; {other} {r['readers'][other]['engine_gbps']} GB/s = "
+                                 f"{r['readers'][other]['ratio']}")
