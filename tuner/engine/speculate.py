@@ -46,7 +46,9 @@ class Speculator:
         return fetch
 
     def arrived(self, layer: int) -> None:
-        """Uploads layer `layer`'s speculation whose reads are complete."""
+        """Uploads layer `layer`'s speculation whose reads are complete (a reader with no
+        threads of its own first ends and starts reads: once a layer is enough)."""
+        self.arena.pool.poll()
         self.arena.upload_arrived(self.pending[layer])
 
     def retire(self, layer: int) -> None:
