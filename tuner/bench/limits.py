@@ -84,14 +84,15 @@ def store_read(ckpt: Checkpoint, workers: int, direct: bool, piece_kib: int = 25
 RAW_SHAPES = ((None, None), (None, 4096), (32, 4096))  # (readers, piece KiB); None: the engine's
 
 
-def best_store_read(ckpt: Checkpoint, workers: int, piece_kib: int, direct: bool) -> dict:
-    """The store's best raw read: every reader here, each at the engine's readers and piece
-    size, with large pieces, and with large pieces and many readers; the fastest, with
-    every one tried under `tried`."""
+def best_store_read(ckpt: Checkpoint, workers: int, piece_kib: int, direct: bool,
+                    readers: list[str] | None = None) -> dict:
+    """The store's best raw read: every one of `readers` (default: those measured here),
+    each at the engine's readers and piece size, with large pieces, and with large pieces
+    and many readers; the fastest, with every one tried under `tried`."""
     shapes = dict.fromkeys((w or workers, p or piece_kib) for w, p in RAW_SHAPES)
     rows = torch.zeros(len(spread(ckpt)), ckpt.row_bytes, dtype=torch.uint8)  # every try's
     tried = [store_read(ckpt, w, direct, p, reader=reader, rows=rows)
-             for reader in readers_here() for w, p in shapes]
+             for reader in readers or readers_here() for w, p in shapes]
     best = max(tried, key=lambda t: t["gbps"])
     return {**best, "tried": [{k: t[k] for k in ("reader", "workers", "piece_kib", "gbps")}
                               for t in tried]}

@@ -242,10 +242,6 @@ class Counters:
     def add(self, layer: int, name: str, value: float = 1.0) -> None:
         self.cur[layer, IDX[name]] += value
 
-    def add_rows(self, name: str, layers: np.ndarray, values) -> None:
-        """`add` for several distinct layers at once (values: one each, or one for all)."""
-        self.cur[layers, IDX[name]] += values
-
     def end_token(self, seconds: float, tokens: int = 1, phase: str = "decode",
                   prompts: int = 0) -> None:
         """Folds this step's counts into `phase`'s totals: one decoded token, or `tokens`

@@ -67,7 +67,6 @@ from tuner.engine.verify import Verifier
 from tuner.interplay import Facts, adapt_fetch_on, drop_cold_on, moce_on, warnings
 
 DEFAULT_ARENA_SHARE = 0.20
-PROBE_BATCH = 4  # layers the probe scores at once while the host waits for the device
 
 
 def arena_slots(requested: int, layers: int, experts: int) -> int:
@@ -259,7 +258,6 @@ class Engine:
         else:
             logits = self._device_first(token, pos)
         self.clock.flush()  # queued after the logits, so it waits on the layers' timings
-        self.probe.score()
         if self.routing is not None:
             self.routing.advance()
         self.check_residency()
@@ -298,8 +296,6 @@ class Engine:
             for m in range(l + 1, stop):
                 if launched[m] is None:
                     self._launch(run, m)  # queued before the host waits on layer l
-            if self.probe.pending >= PROBE_BATCH and not run.ready(l):
-                self.probe.score()  # while the host would wait for the device anyway
             pack = run.read(l)
             if self._settle(run, l, pack, stale) and l + 1 < L:
                 launched[l + 1] = None  # it ran on this layer's output before the fix
@@ -325,8 +321,9 @@ class Engine:
         and, where the device did not find the experts the claims name, the misses landed
         and the layer computed again (True)."""
         spec_lo = self.arena.experts.spec_lo
-        routed = Routed(pack.sel, None, None, pack.stale_next, pack.scores,
-                        frozenset(r for r, row in enumerate(pack.rows) if row >= spec_lo))
+        ahead = frozenset(r for r, row in enumerate(pack.rows) if row >= spec_lo) \
+            if pack.ahead else frozenset()
+        routed = Routed(pack.sel, None, None, pack.stale_next, pack.scores, ahead)
         served, ranks = self._account(l, routed, stale)
         rows, timely, waited = self._serve(l, served, ranks, routed, run.route.ahead is None)
         if pack.ahead:

@@ -203,10 +203,6 @@ class DeviceStep:
         self._body_graph(layer, span).replay()
         self.done[layer].record(self.stream)
 
-    def ready(self, layer: int) -> bool:
-        """Whether the layer's body has finished (`read` would not wait)."""
-        return not self.cuda or self.done[layer].query()
-
     def read(self, layer: int) -> Pack:
         """Waits for the layer's body; its pack."""
         if self.cuda:

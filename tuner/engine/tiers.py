@@ -21,6 +21,7 @@ in RAM does.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -57,6 +58,13 @@ class Sites:
         self._cpu = ThreadPoolExecutor(1, thread_name_prefix="tuner-cpu")
         self.stream = torch.cuda.Stream(self.mem.device) if self.cuda else None
         self.link_batch = torch.empty_like(arena.experts.batch)
+        # beside a GPU the CPU site computes in the experts' own dtype on every core (in
+        # float32 a layer of OLMoE's bf16 experts took 14x its bytes' time, in bf16 1.04x:
+        # results/2026-12-02/cpu_site.py); alone, as the CPU computes the rest (bit for bit)
+        stored = arena.layout.parts[0].dtype
+        self.cpu_dtype = stored if self.cuda and arena.layout.quant is None \
+            and stored != host.dtype else host.dtype
+        self._all_cores = False
 
     def serve(self, layer: int, x: torch.Tensor, sel: list[int], cfg: Config, adapt_fetch: bool
               ) -> torch.Tensor:
@@ -143,7 +151,7 @@ class Sites:
 
     def cpu(self, x: torch.Tensor, jobs: list[tuple[int, tuple[int, int]]]) -> Future:
         """jobs: (rank, key), computed from host RAM. Result: (outputs [m, D], seconds)."""
-        return self._cpu.submit(self._run_cpu, x.to("cpu", self.host.dtype), jobs)
+        return self._cpu.submit(self._run_cpu, x.to("cpu", self.cpu_dtype), jobs)
 
     def copy_in(self, key: tuple[int, int], dst: int) -> None:
         """The expert's bytes over the link into arena row `dst` (a tier swap or the link
@@ -175,7 +183,16 @@ class Sites:
 
     def _run_cpu(self, x, jobs):
         t0 = time.perf_counter()
-        out = experts_out(x, self.host.gather([key for _, key in jobs]))
+        keys = [key for _, key in jobs]
+        if x.dtype == self.host.dtype:  # widened as the CPU computes everything else
+            out = experts_out(x, self.host.gather(keys))
+        else:  # each expert from its row, in its own dtype: no copy, bytes read once
+            if not self._all_cores:
+                torch.set_num_threads(os.cpu_count() or 1)  # OpenMP's count is per thread
+                self._all_cores = True
+            layout = self.host.layout
+            out = torch.cat([experts_out(x, layout.weights(self.host.row(k)[None]))
+                             for k in keys])
         self.cpu_line.pace(self.nbytes * len(jobs), t0)
         return out, time.perf_counter() - t0
 
