@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tuner.engine.counters import COUNTERS, DERIVED, Column
+from tuner.engine.counters import COUNTERS, DERIVED, Heading, Shown
 
 MISSING = "-"  # a figure the engine did not measure (nothing scored, no prefetch issued)
 BINARY = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -68,14 +68,14 @@ def levels(values: Iterable[float | None], steps: int) -> list[int | None]:
 
 
 # -- the layer table's columns -----------------------------------------------------------
-LAYER = Column("layer", "", "the layer's index")
-COLUMNS: tuple[Column, ...] = (LAYER, *DERIVED, *COUNTERS)  # rates and per-token figures first
+LAYER = Heading("layer", "", "the layer's index")
+COLUMNS: tuple[Shown, ...] = (LAYER, *DERIVED, *COUNTERS)  # rates and per-token figures first
 ALL = "all"
 # The column sets, in the order their columns come: one per unit, then all of them.
 COLUMN_SETS: tuple[str, ...] = (*dict.fromkeys(c.unit for c in COLUMNS[1:]), ALL)
 
 
-def columns_of(column_set: str) -> tuple[Column, ...]:
+def columns_of(column_set: str) -> tuple[Shown, ...]:
     """The layer and the columns of `column_set` (a unit, or "all")."""
     return tuple(c for c in COLUMNS if c is LAYER or column_set in (ALL, c.unit))
 

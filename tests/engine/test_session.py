@@ -59,7 +59,7 @@ def test_counters_add_up(tiny_config, run, prefetch):
     for row in snap["layers"]:
         assert row["hits"] + row["sync_misses"] + row["pf_late"] + row["pf_timely"] \
             == row["lookups"]
-        assert row["pf_issued"] == sum(row[c] for c in PF_CLASSES)  # drained at the end
+        assert row["pf_issued"] == sum(row[c.name] for c in PF_CLASSES)  # drained at the end
     for col in COUNTERS:
         total = sum(row[col.name] for row in snap["layers"])
         rounding = 0.01 if col.unit == "ms" else 0  # rows and totals round ms to 3 places

@@ -12,7 +12,7 @@ from tuner.bench.limits import ratio, time_steps
 from tuner.bench.sections import Options
 from tuner.config import Config
 from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.counters import IDX
+from tuner.engine.counters import C
 from tuner.engine.decode import Engine
 from tuner.engine.opening import model_folder, pick_device
 from tuner.engine.reference import Resident
@@ -44,7 +44,7 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
             arena_ms.append(time_steps(engine.step, seq))
             resident_ms.append(time_steps(resident.step, seq))
         delta = engine.counters.cur - before
-        lookups, hits = delta[:, IDX["lookups"]].sum(), delta[:, IDX["hits"]].sum()
+        lookups, hits = delta[:, C.lookups.index].sum(), delta[:, C.hits.index].sum()
     finally:
         engine.close()
     a, r = statistics.median(arena_ms), statistics.median(resident_ms)

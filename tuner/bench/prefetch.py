@@ -13,15 +13,15 @@ from tuner.bench.limits import ratio
 from tuner.bench.sections import Options
 from tuner.config import Config
 from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.counters import IDX
+from tuner.engine.counters import C
 from tuner.engine.decode import Engine
 from tuner.engine.opening import model_folder, pick_device
 from tuner.engine.session import Session
 
 ROUNDS = 5  # interleaved rounds; the paired ratios' median shrugs off a busy moment
 STORES = ("ram", "disk")
-FIGURES = ("stall_ms", "bytes_demand", "bytes_spec", "bytes_direct", "pf_issued", "pf_timely",
-           "pf_late", "sync_misses")
+FIGURES = (C.stall_ms, C.bytes_demand, C.bytes_spec, C.bytes_direct, C.pf_issued, C.pf_timely,
+           C.pf_late, C.sync_misses)
 
 
 def measure(cfg: Config, tokens: int, opts: Options) -> dict:
@@ -96,7 +96,7 @@ def _decode(engine: Engine, ids: list[int], start: int, context: int) -> float:
 
 
 def _per_token(counts: np.ndarray, tokens: int) -> dict:
-    return {name: round(float(counts[IDX[name]]) / tokens, 3) for name in FIGURES}
+    return {c.name: round(float(counts[c.index]) / tokens, 3) for c in FIGURES}
 
 
 def text(r: dict) -> str:

@@ -29,6 +29,7 @@ import torch
 
 from tuner.config import Config
 from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.counters import C
 from tuner.engine.experts import SPEC_SETS, Experts, reads_far
 from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import Weights
@@ -308,8 +309,8 @@ class Arena:
             if self.ring is not None and f.entry >= 0:
                 self.ring.give(f.entry, end)
         layer = fetches[0].key[0]
-        self.clock.later(layer, "h2d_ms", start, end)
-        self.clock.later(layer, "bytes_h2d", None, None, nbytes)
+        self.clock.later(layer, C.h2d_ms, start, end)
+        self.clock.later(layer, C.bytes_h2d, None, None, nbytes)
 
     def _source(self, fetch: Fetch) -> torch.Tensor:
         if self.ring is not None and fetch.entry >= 0:

@@ -13,24 +13,26 @@ from contextlib import contextmanager
 
 import torch
 
+from tuner.engine.counters import Count
+
 
 class HostClock:
     def __init__(self, counters):
         self.counters = counters
-        self._open: dict[tuple[int, str], list] = {}  # (layer, name) -> [start, end]
+        self._open: dict[tuple[int, Count], list] = {}  # (layer, name) -> [start, end]
 
     @contextmanager
-    def span(self, layer: int, name: str, stream=None):
+    def span(self, layer: int, name: Count, stream=None):
         t0 = time.perf_counter()
         yield
         self.counters.add(layer, name, 1000 * (time.perf_counter() - t0))
 
-    def open(self, layer: int, name: str) -> None:
+    def open(self, layer: int, name: Count) -> None:
         """Starts a span that `close` ends, as often as the work it times is extended;
         counted at the flush."""
         self._open[layer, name] = [time.perf_counter(), None]
 
-    def close(self, layer: int, name: str) -> None:
+    def close(self, layer: int, name: Count) -> None:
         self._open[layer, name][1] = time.perf_counter()
 
     def _elapsed_ms(self, start, end) -> float:
@@ -45,17 +47,17 @@ class HostClock:
 class CudaClock(HostClock):
     def __init__(self, counters):
         super().__init__(counters)
-        self._events: dict[tuple[int, str], list[torch.cuda.Event]] = {}
-        self._spans: list[tuple[int, str, torch.cuda.Event, torch.cuda.Event]] = []
+        self._events: dict[tuple[int, Count], list[torch.cuda.Event]] = {}
+        self._spans: list[tuple[int, Count, torch.cuda.Event, torch.cuda.Event]] = []
         self._later: deque[tuple] = deque()  # filled by reader threads, drained here
         # held once: asking torch for the current stream is dearer than recording an event
         self.stream = torch.cuda.current_stream()
 
-    def later(self, layer: int, name: str, start, end, value: float | None = None) -> None:
+    def later(self, layer: int, name: Count, start, end, value: float | None = None) -> None:
         """Work another thread enqueued: counted at the first flush after it finished."""
         self._later.append((layer, name, start, end, value))
 
-    def open(self, layer: int, name: str) -> None:
+    def open(self, layer: int, name: Count) -> None:
         events = self._events.get((layer, name))
         if events is None:  # made once: creating events costs more than recording them
             events = self._events[layer, name] = [torch.cuda.Event(enable_timing=True),
@@ -63,7 +65,7 @@ class CudaClock(HostClock):
         events[0].record(self.stream)
         self._open[layer, name] = events
 
-    def close(self, layer: int, name: str) -> None:
+    def close(self, layer: int, name: Count) -> None:
         self._open[layer, name][1].record(self.stream)
 
     def _elapsed_ms(self, start, end) -> float:
@@ -71,7 +73,7 @@ class CudaClock(HostClock):
         return start.elapsed_time(end)
 
     @contextmanager
-    def span(self, layer: int, name: str, stream=None):
+    def span(self, layer: int, name: Count, stream=None):
         stream = stream or self.stream
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)

@@ -50,7 +50,7 @@ from tuner.engine import drop, router
 from tuner.engine.arena import Arena, Fetch
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.clock import clock_for
-from tuner.engine.counters import Counters
+from tuner.engine.counters import C, Counters
 from tuner.engine.device_step import Ahead, DeviceStep, Pack, Route
 from tuner.engine.experts import LANDING_SETS
 from tuner.engine.host_copy import HostCopy
@@ -180,7 +180,7 @@ class Engine:
         took = self._device_step().warm(fixes=not self.arena.direct)
         if any(took):
             for layer, seconds in enumerate(took):
-                self.counters.add(layer, "warmup_ms", 1000 * seconds)
+                self.counters.add(layer, C.warmup_ms, 1000 * seconds)
             self.counters.end_token(0.0, tokens=0)
 
     def _host_driven(self) -> bool:
@@ -271,7 +271,7 @@ class Engine:
         for l in range(self.mc.num_layers):
             h = dec.attention(l, h, pos)
             x = dec.moe_input(l, h)
-            with self.clock.span(l, "layer_ms"):
+            with self.clock.span(l, C.layer_ms):
                 h, stale = self._moe(l, x, h, stale)
         return dec.logits(h)
 
@@ -312,9 +312,9 @@ class Engine:
         self._launched[l] = self.arena.version(l)
         # runs queued before this one read a stale input (relaunching l+1 clears the rest)
         self._launched[l + 1:] = [None] * (len(self._launched) - l - 1)
-        self.clock.open(l, "layer_ms")
+        self.clock.open(l, C.layer_ms)
         run.run(l)
-        self.clock.close(l, "layer_ms")
+        self.clock.close(l, C.layer_ms)
 
     def _settle(self, run: DeviceStep, l: int, pack: Pack, stale: np.ndarray | None) -> bool:
         """The host's part of layer l after its device work: counts, claims, speculation,
@@ -340,7 +340,7 @@ class Engine:
         if fixed:
             run.fix(l, rows, ranks)
             self.arena.mark_used()
-            self.clock.close(l, "layer_ms")
+            self.clock.close(l, C.layer_ms)
         self.probe.note(l, pack.sel, served, pack.ctrl, stale)
         self.spec.retire(l)
         self.slots.pinned.clear()
@@ -378,8 +378,8 @@ class Engine:
                 truth[key] = True
         wrong = (truth != self.arena.mask_host.numpy()).sum(axis=1)
         for layer, n in enumerate(wrong.tolist()):
-            self.counters.add(layer, "checkres_windows")
-            self.counters.add(layer, "checkres_mismatches", n)
+            self.counters.add(layer, C.checkres_windows)
+            self.counters.add(layer, C.checkres_mismatches, n)
 
     def _moe(self, l: int, x: torch.Tensor, h: torch.Tensor, stale: np.ndarray | None
              ) -> tuple[torch.Tensor, np.ndarray | None]:
@@ -419,7 +419,7 @@ class Engine:
         them apart."""
         cfg, sel = self.cfg, routed.sel
         self.counters.per_expert.sel[l, :len(sel)] = sel
-        self.counters.add(l, "routings", len(sel))
+        self.counters.add(l, C.routings, len(sel))
         if cfg.cpu_pool:  # the adaptive tier's counts, read only by the three sites
             self.tier.observe(l, sel, cfg.adapt_decay)
         if self.route_log is not None:
@@ -461,9 +461,9 @@ class Engine:
         read completes before the layer runs, so each is timely (counted at the claim) or
         unused; its bytes crossed the link once, claimed or not."""
         add = self.counters.add
-        add(layer, "pf_issued", issued)
-        add(layer, "pf_unused", issued - claimed)
-        add(layer, "bytes_spec", issued * self.ckpt.expert_bytes)
+        add(layer, C.pf_issued, issued)
+        add(layer, C.pf_unused, issued - claimed)
+        add(layer, C.bytes_spec, issued * self.ckpt.expert_bytes)
 
     def _touch(self, target: int, stale: np.ndarray) -> None:
         """prefetch_touch with the device reading ahead: the guessed experts of layer
@@ -516,10 +516,10 @@ class Engine:
         gone = len(sel) - len(ranks)
         if gone:
             add = self.counters.add
-            add(layer, "lookups", gone)
-            add(layer, "dropped", gone)
-            add(layer, "dropped_mass", float(weights.sum() - weights[ranks].sum()))
-            add(layer, "bytes_dropped", gone * self.ckpt.expert_bytes)
+            add(layer, C.lookups, gone)
+            add(layer, C.dropped, gone)
+            add(layer, C.dropped_mass, float(weights.sum() - weights[ranks].sum()))
+            add(layer, C.bytes_dropped, gone * self.ckpt.expert_bytes)
         return ranks
 
     def _claim(self, layer: int, sel: list[int], ahead: Set[int] = frozenset(),
@@ -531,10 +531,10 @@ class Engine:
         timely speculation and kept as a miss is. Without `stream` misses are read into
         staging rows and not kept."""
         arena, add = self.arena, self.counters.add
-        add(layer, "lookups", len(sel))
+        add(layer, C.lookups, len(sel))
         plan = self.slots.claim_layer(layer, sel, stream)
         for key in self.slots.evicted:
-            add(key[0], "evictions")
+            add(key[0], C.evictions)
         self.slots.evicted.clear()
         bypass = iter(arena.bypass)
         rows: list[int] = []
@@ -547,38 +547,38 @@ class Engine:
             if row is None:  # a miss with no slot: a staging row (hits and spec have slots)
                 row = next(bypass)
                 if claim.kind == BYPASS:
-                    add(layer, "bypass")
+                    add(layer, C.bypass)
             if claim.kind == HIT:
                 hits += 1
             elif claim.kind == CLAIMED_SPEC:
                 fetch = self.spec.claim(layer, row)
                 read = fetch.read
                 if read.done.is_set() and read.complete:
-                    add(layer, "pf_timely")
-                    add(layer, "bytes_spec", read.bytes_read)
+                    add(layer, C.pf_timely)
+                    add(layer, C.bytes_spec, read.bytes_read)
                     timely.append(fetch)
                 else:
-                    add(layer, "pf_late")
+                    add(layer, C.pf_late)
                     self.pool.promote(read)
                     waited.append(fetch)
             elif rank in ahead:  # read ahead by the device: kept from its landing
-                add(layer, "pf_timely")
+                add(layer, C.pf_timely)
                 waited.append(arena.fetch((layer, e), row, speculative=True))
             else:  # miss or bypass: a demand read, in rank order
-                add(layer, "sync_misses")
+                add(layer, C.sync_misses)
                 missed.append(rank)
                 waited.append(arena.fetch((layer, e), row, speculative=False))
             rows.append(row)
-        add(layer, "hits", hits)
+        add(layer, C.hits, hits)
         return rows, timely, waited, missed
 
     def _land(self, layer: int, timely: list[Fetch], waited: list[Fetch]) -> None:
         """Waits for the layer's reads (the stall), uploads what is not on the device yet
         and counts the waited reads' bytes."""
         add = self.counters.add
-        add(layer, "stall_ms", 1000 * self.arena.land(timely + waited))
+        add(layer, C.stall_ms, 1000 * self.arena.land(timely + waited))
         for f in waited:
-            add(layer, "bytes_spec" if f.read.speculative else "bytes_demand", f.read.bytes_read)
+            add(layer, C.bytes_spec if f.read.speculative else C.bytes_demand, f.read.bytes_read)
 
     def _keep(self, layer: int, rows: list[int], ranks: list[int] | None,
               timely: list[Fetch], waited: list[Fetch], found: list[int]) -> None:
@@ -597,8 +597,8 @@ class Engine:
                 continue
             self.arena.adopt(f, rank)
             if found[rank] < 0:  # read over the link now; read-ahead bytes counted at issue
-                add(layer, "bytes_demand", f.read.bytes_read)
-                add(layer, "bytes_direct", f.read.bytes_read)
+                add(layer, C.bytes_demand, f.read.bytes_read)
+                add(layer, C.bytes_direct, f.read.bytes_read)
         if rest:
             self.arena.mark_used()  # their copies wait for the bodies queued so far
         self._land(layer, timely, rest)

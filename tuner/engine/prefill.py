@@ -28,6 +28,7 @@ import torch
 
 from tuner.config import Config
 from tuner.engine import router
+from tuner.engine.counters import C
 from tuner.engine.model import experts_out
 
 PROMPT_BATCH = 8  # a prompt of more tokens is batched (the seed's T > 8)
@@ -59,7 +60,7 @@ def prefill(engine, tokens: list[int], pos: int) -> torch.Tensor:
         for l in range(L):
             h = dec.attention(l, h, pos)
             x = dec.moe_input(l, h)
-            with engine.clock.span(l, "layer_ms"):
+            with engine.clock.span(l, C.layer_ms):
                 h = _layer(engine, l, x, h, sel_log, miss_log, hot)
     finally:
         engine.slots.protected = set()
@@ -82,15 +83,15 @@ def _layer(engine, l: int, x: torch.Tensor, h: torch.Tensor, sel_log: np.ndarray
     weights = router.weights(logits, selected, mc.norm_topk_prob)  # [T, K]
     sel = selected.cpu().numpy()  # the layer's one sync
     sel_log[:, l] = sel
-    add(l, "routings", sel.size)
+    add(l, C.routings, sel.size)
     engine.probe.prev[l] = sel[-1].tolist()
     counts = np.bincount(sel.ravel(), minlength=E)
     used = np.flatnonzero(counts)
     ranked = used[np.lexsort((used, -counts[used]))].tolist()  # most routed first
     cap = prompt_cap(cfg, l, mc.num_layers, E)
     streamed, through = ranked[:cap], ranked[cap:]
-    add(l, "prompt_streamed", len(streamed))
-    add(l, "prompt_through", len(through))
+    add(l, C.prompt_streamed, len(streamed))
+    add(l, C.prompt_through, len(through))
     if cfg.prompt_hot:
         _protect(engine, l, streamed, counts, hot)
     # where each expert's (token, rank) entries are: sorted by expert id
@@ -121,7 +122,7 @@ def _layer(engine, l: int, x: torch.Tensor, h: torch.Tensor, sel_log: np.ndarray
             rows_t = torch.tensor(rows, dtype=torch.int64, device=x.device)
             out = experts_out(x_pad[tok], engine.arena.gather_index(rows_t))  # [g, width, D]
             outs[idx_t.reshape(-1)] = out.reshape(-1, D)
-    add(l, "hot_fallbacks", engine.slots.hot_fallbacks - fallbacks)
+    add(l, C.hot_fallbacks, engine.slots.hot_fallbacks - fallbacks)
     y = weights.to(outs.dtype)[:, None, :] @ outs[:T * K].view(T, K, D)  # [T, 1, D]
     h = h + dec.shared_output(l, x, y[:, 0])
     engine.spec.retire(l)

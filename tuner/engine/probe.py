@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuner.engine.counters import Counters
+from tuner.engine.counters import PROBE_COUNTS, C, Counters
 
 
 def _top(scores: np.ndarray, k: int) -> list[int]:
@@ -38,13 +38,14 @@ class Probe:
         if sel:
             control = None if ctrl is None else _top(ctrl, k)
             if control is not None:
-                add(layer, "rerouted", k - len(set(sel).intersection(control)))
+                add(layer, C.rerouted, k - len(set(sel).intersection(control)))
             guesses = (("prev", self.prev[layer]),
                        ("stale", None if stale is None else _top(stale, k)), ("ctrl", control))
             for name, guess in guesses:
                 if guess is not None:
                     named = len(actual.intersection(guess))
-                    add(layer, f"{name}_scored")
-                    add(layer, f"{name}_slots", named)
-                    add(layer, f"{name}_whole", float(named == k))
+                    scored, slots, whole = PROBE_COUNTS[name]
+                    add(layer, scored)
+                    add(layer, slots, named)
+                    add(layer, whole, float(named == k))
         self.prev[layer] = served

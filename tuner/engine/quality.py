@@ -22,7 +22,7 @@ import torch
 
 from tuner.config import Config
 from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.counters import Counters
+from tuner.engine.counters import C, Counters
 from tuner.engine.experts import Experts
 from tuner.engine.model import Decoder
 from tuner.engine.reference import exact_step
@@ -76,11 +76,11 @@ class QualityProbe:
     def score(self, exact: torch.Tensor, served: torch.Tensor) -> None:
         """Counts one compared token on the last layer's row."""
         add, last = self.counters.add, self.counters.layers - 1
-        add(last, "q_tokens")
-        add(last, "q_agree", float(int(exact.argmax()) == int(served.argmax())))
-        add(last, "q_kl", kl(exact, served))
-        add(last, "q_ms", self.ms)
-        add(last, "q_bytes", self.bytes)
+        add(last, C.q_tokens)
+        add(last, C.q_agree, float(int(exact.argmax()) == int(served.argmax())))
+        add(last, C.q_kl, kl(exact, served))
+        add(last, C.q_ms, self.ms)
+        add(last, C.q_bytes, self.bytes)
 
     def close(self) -> None:
         self.pool.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tuner.config import Config
 from tuner.engine.arena import Arena, Fetch
-from tuner.engine.counters import Counters
+from tuner.engine.counters import C, Counters
 
 
 class Speculator:
@@ -31,13 +31,13 @@ class Speculator:
         for slot, evicted in slots.read_ahead(target, guess, cfg.prefetch_max,
                                               cfg.prefetch_touch):
             if evicted is not None:
-                add(evicted[0], "evictions")
+                add(evicted[0], C.evictions)
             key = slots.key[slot]
             assert key is not None  # read_ahead has just placed the guess there
             fetch = self.arena.fetch(key, slot, speculative=True)
             self.pending[target].append(fetch)
             self._by_slot[slot] = fetch
-            add(target, "pf_issued")
+            add(target, C.pf_issued)
 
     def claim(self, layer: int, slot: int) -> Fetch:
         """The speculation in `slot`, claimed by layer `layer`'s router."""
@@ -64,12 +64,12 @@ class Speculator:
         """Releases the previous generation of limbo, then rotates (after_layer)."""
         add, pool = self.counters.add, self.arena.pool
         for fetch in self.limbo_old:
-            add(layer, "stall_ms", 1000 * pool.wait(fetch.read))
+            add(layer, C.stall_ms, 1000 * pool.wait(fetch.read))
             target = fetch.key[0]
             done, cancelled, _ = fetch.read.counts()
-            cls = "pf_cancelled" if done == 0 else "pf_partial" if cancelled else "pf_unused"
+            cls = C.pf_cancelled if done == 0 else C.pf_partial if cancelled else C.pf_unused
             add(target, cls)
-            add(target, "bytes_spec", fetch.read.bytes_read)
+            add(target, C.bytes_spec, fetch.read.bytes_read)
             self.arena.drop(fetch)
         self.arena.slots.release([f.row for f in self.limbo_old])
         self.limbo_old, self.limbo_new = self.limbo_new, []

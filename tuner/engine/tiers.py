@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from tuner.config import Config
+from tuner.engine.counters import C
 from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import experts_out
 from tuner.engine.slots import MISS, RESIDENT, SlotMap
@@ -72,12 +73,12 @@ class Sites:
         link share over the link (admitted into the arena when adapt-fetch allows), the rest
         on the CPU; the three run concurrently."""
         slots, add, tier = self.arena.slots, self.counters.add, self.tier
-        add(layer, "lookups", len(sel))
+        add(layer, C.lookups, len(sel))
         plan = slots.claim_layer(layer, sel, stream=False)
         resident = [(r, c.slot) for r, c in enumerate(plan) if c.kind != MISS]
         misses = [(r, e) for r, (c, e) in enumerate(zip(plan, sel)) if c.kind == MISS]
-        add(layer, "hits", len(resident))
-        add(layer, "sync_misses", len(misses))
+        add(layer, C.hits, len(resident))
+        add(layer, C.sync_misses, len(misses))
         self.counters.per_expert.miss[layer, [r for r, _ in misses]] = True
         link = tier.link_share(layer, misses, cfg.pcie_frac, by_count=adapt_fetch)
         on_link = {r for r, _ in link}
@@ -94,15 +95,15 @@ class Sites:
             evicted = slots.place(slot, (layer, e), RESIDENT)
             slots.pinned.add(slot)
             if evicted is not None:
-                add(evicted[0], "evictions")
-            add(layer, "admissions")
+                add(evicted[0], C.evictions)
+            add(layer, C.admissions)
             tier.admitted.add(layer)
             jobs.append((r, (layer, e), slot, cfg.adapt_fetch_verify))
         link_job = self.link(x, jobs) if jobs else None
         cpu_job = self.cpu(x, cpu) if cpu else None
         ranks, parts = [], []
         if resident:
-            with self.clock.span(layer, "vram_ms"):
+            with self.clock.span(layer, C.vram_ms):
                 parts.append(experts_out(x, self.arena.gather([s for _, s in resident])))
             ranks += [r for r, _ in resident]
         if link_job is not None:
@@ -111,17 +112,17 @@ class Sites:
                 self.arena.publish_row(key, dst)
             parts.append(out)
             ranks += [r for r, *_ in jobs]
-            add(layer, "link_ms", 1000 * secs)
-            add(layer, "link_experts", len(jobs))
-            add(layer, "bytes_link", len(jobs) * self.nbytes)
-            add(layer, "verified", verified)
-            add(layer, "mismatches", mismatches)
+            add(layer, C.link_ms, 1000 * secs)
+            add(layer, C.link_experts, len(jobs))
+            add(layer, C.bytes_link, len(jobs) * self.nbytes)
+            add(layer, C.verified, verified)
+            add(layer, C.mismatches, mismatches)
         if cpu_job is not None:
             out, secs = cpu_job.result()
             parts.append(out.to(x.device, x.dtype))
             ranks += [r for r, _ in cpu]
-            add(layer, "cpu_ms", 1000 * secs)
-            add(layer, "cpu_experts", len(cpu))
+            add(layer, C.cpu_ms, 1000 * secs)
+            add(layer, C.cpu_experts, len(cpu))
         order = sorted(range(len(ranks)), key=ranks.__getitem__)  # back to rank order
         return torch.cat(parts)[torch.tensor(order, device=x.device)]
 
@@ -133,9 +134,9 @@ class Sites:
             self.copy_in(key, slot)
             self.arena.publish_row(key, slot)  # the copy is queued before any compute
             if evicted is not None:
-                add(evicted[0], "evictions")
-            add(key[0], "tier_swaps")
-            add(key[0], "bytes_link", self.nbytes)
+                add(evicted[0], C.evictions)
+            add(key[0], C.tier_swaps)
+            add(key[0], C.bytes_link, self.nbytes)
 
     def link(self, x: torch.Tensor, jobs: list[tuple[int, tuple[int, int], int, bool]]
              ) -> Future:

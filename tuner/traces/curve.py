@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tuner.engine.counters import IDX
+from tuner.engine.counters import C
 from tuner.engine.policies import POLICIES as CACHE_POLICIES
 from tuner.engine.trace_format import Trace
 from tuner.traces.replay import notes, pct, replay_rows
@@ -81,7 +81,7 @@ def _read(session) -> dict[str, Any]:
     """What a curve is computed from, read from the session at one moment."""
     engine, cfg = session.engine, session.cfg
     counts, tokens, _ = engine.counters.read(window=True)
-    hits, lookups = counts[:, IDX["hits"]].sum(), counts[:, IDX["lookups"]].sum()
+    hits, lookups = counts[:, C.hits.index].sum(), counts[:, C.lookups.index].sum()
     return {
         "routings": engine.counters.routings(),
         "window": tokens,

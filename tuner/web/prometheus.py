@@ -20,7 +20,7 @@ from tuner.engine.counters import (
     PHASE_FIGURES,
     PHASES,
     TOTAL_BY_NAME,
-    Column,
+    Shown,
 )
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -34,7 +34,7 @@ def _family(name: str, kind: str, help_: str, samples: Iterable[tuple[str, Any]]
     return lines
 
 
-def _per_layer(snapshot: dict[str, Any], col: Column, counter: bool) -> list[str]:
+def _per_layer(snapshot: dict[str, Any], col: Shown, counter: bool) -> list[str]:
     name = f"tuner_layer_{col.name}" + ("_total" if counter else "")
     samples = [(f'{{layer="{row["layer"]}"}}', row[col.name]) for row in snapshot["layers"]]
     return _family(name, "counter" if counter else "gauge", f"{col.help} ({col.unit})",

@@ -25,7 +25,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tuner.engine.counters import Column
+from tuner.engine.counters import Shown
 from tuner.format import COLUMN_SETS, LAYER, columns_of, figure, levels
 from tuner.ui.widgets.shades import shade_styles
 
@@ -35,7 +35,7 @@ PAD = 1  # blank cells on each side of a column
 Cell = tuple[str, int | None]  # the text shown and its shade (None: not shaded)
 
 
-def width(column: Column) -> int:
+def width(column: Shown) -> int:
     return max(len(column.name), 9)  # 9 fits "1,023.9 MiB" minus its unit's space
 
 
@@ -87,7 +87,7 @@ class LayerTable(ScrollView, can_focus=True):
         self.sort_column: str | None = None
         self.largest_first = True
         self.column_set = COLUMN_SETS[0]
-        self.shown_columns: tuple[Column, ...] = ()
+        self.shown_columns: tuple[Shown, ...] = ()
         self._edges: list[int] = []  # where each shown column starts, and the end
         self._values: dict[int, dict[str, Any]] = {}  # layer -> column -> raw value
         self._cells: dict[int, tuple[Cell, ...]] = {}  # layer -> what its row shows
