@@ -15,6 +15,7 @@ from tests.engine.resident_match import streaming_matches_resident
 from tuner.engine import model
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.decode import Engine
+from tuner.engine.device_first import DeviceFirst
 
 
 @pytest.fixture
@@ -87,14 +88,14 @@ def test_a_layer_run_ahead_on_a_table_that_then_changed_runs_again(fixed, tiny_c
     speculation (with per-layer quotas, within layer l+1's own quota) then change layer
     l+1's table or residency, it runs again, and the output is still the plain arena's."""
     stale_runs = []
-    plain = Engine._launch
+    plain = DeviceFirst._launch
 
     def launch(self, run, l):
         if self._launched[l] is not None:  # it had run, on a table that changed since
             stale_runs.append(l)
         plain(self, run, l)
 
-    monkeypatch.setattr(Engine, "_launch", launch)
+    monkeypatch.setattr(DeviceFirst, "_launch", launch)
     base = run(tiny_config)
     quotas = run(replace(tiny_config, arena_split="layers", prefetch="stale", prefetch_max=0,
                          expert_cache=40))
@@ -114,7 +115,7 @@ def test_the_device_first_path_decides_as_the_host_driven_one(tiny_config, monke
     host routes each layer before its experts run (a route recording takes that path, with
     prompts token by token); only whether a claimed speculation had landed (timely or
     late) depends on read timing."""
-    from tuner.engine.decode import RouteLog
+    from tuner.engine.route_log import RouteLog
     from tuner.engine.session import Session
 
     monkeypatch.setattr(model, "FIXED_SHAPES", shapes)

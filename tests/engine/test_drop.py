@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from tuner.engine import decode, drop
+from tuner.engine import drop, layer_work
 from tuner.engine.session import Session
 from tuner.engine.speculate import Speculator
 
@@ -80,7 +80,7 @@ def test_drop_never_removes_the_top_weighted_expert_and_counts_add_up(tiny_confi
 def test_drop_aware_prefetch_never_speculates_an_expert_it_would_drop(tiny_config,
                                                                        monkeypatch):
     predicted, issued = [], []
-    real_predict, real_issue = decode.predict, Speculator.issue
+    real_predict, real_issue = layer_work.predict, Speculator.issue
 
     def spy_predict(cfg, k, prev, stale, resident):
         guess = real_predict(cfg, k, prev, stale, resident)
@@ -91,7 +91,7 @@ def test_drop_aware_prefetch_never_speculates_an_expert_it_would_drop(tiny_confi
         issued.append(list(guess))
         return real_issue(self, cfg, target, guess)
 
-    monkeypatch.setattr(decode, "predict", spy_predict)
+    monkeypatch.setattr(layer_work, "predict", spy_predict)
     monkeypatch.setattr(Speculator, "issue", spy_issue)
     threshold = 0.15
     cfg = replace(tiny_config, drop_cold=threshold, prefetch="stale", prefetch_max=0,

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import RouteLog
 from tuner.engine.reference import Resident
+from tuner.engine.route_log import RouteLog
 from tuner.engine.session import Session
 from tuner.knobs import Config
 

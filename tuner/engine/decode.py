@@ -1,66 +1,40 @@
-"""The streaming decode step: one token through every layer, experts served by the arena.
+"""The streaming engine: one token through every layer, experts served by the arena.
 
-Where the model's routers route and misses stream into the arena, a layer's device work
-runs first, without the host (device_step.py: on CUDA one graph replay a layer): it
-routes, finds the resident experts in the device's table and computes the layer. The host
-then reads the layer's routing and does steps 1-5 below on it; when the device found every
-expert (every lookup a hit) its output stands and, on CUDA, the next layer was already
-launched before the host's bookkeeping, so the hit path never waits on the host. Otherwise
-the layer's experts are computed again once the misses landed (`fix`), with the same
-kernels, so the output is bit for bit what computing them together gives. With the RAM
-store (`miss_direct`) the body reads its misses in place from host memory, its output
-stands, and the host only keeps them in the arena (on CUDA from the bytes the body landed).
-The three sites (`cpu_pool`), a routing trace and a route recording take the host-driven
-path instead, where the host routes each layer before its experts are computed.
-
-Per layer (seed 000 section 3, `at_layer` and `after_layer`):
-
-1. route (exact or moce against the published residency), and in the same host sync fetch
-   the predictor probe's control ranking and layer l+1's router applied to this input;
-   with drop_cold, misses of low routing weight are dropped here (drop.py);
-2. claim: pin the wanted residents, claim wanted speculation (timely when its read is
-   complete, late when still in flight: promoted to urgent and waited for), then take a
-   victim slot for each miss in rank order and issue its demand read;
-3. speculate: read ahead the predicted misses of the next layer (prefetch off/prev/stale),
-   less those drop_cold would drop;
-4. land the layer's reads (on CUDA: uploaded together), gather the routed experts' rows
-   into one batch and compute it, summed in rank order, so the output never depends on
-   which read finished first;
-5. retire the layer's unclaimed speculation into limbo; release the previous limbo
-   generation (after waiting for its running reads). Release points are fixed, so read
-   timing never leaks into residency.
-
-`Engine` orders these steps; the arena (arena.py) owns the memory and the slot map, the
-speculator (speculate.py) speculation and limbo, and the three-site path of `cpu_pool`
-lives in tiers.py. The quality probe (quality.py) runs the exact model on sampled tokens
-before `step`, outside the token's timing (`exact_first`).
+`Engine` holds the parts (the decoder, the arena and its slot map, the speculator, the
+probe, the three sites, the quality probe) and picks the path a token takes: device first
+(device_first.py), where each layer's device work runs before the host's and the hit path
+never waits on the host, or host-driven (host_driven.py) for the three sites, a routing
+trace and a route recording, where the host routes each layer before its experts run.
+Both do a layer's host work through layer_work.py; prompts of more than a few tokens go
+through every layer together (prefill.py). Live settings are applied between tokens
+(live.py). The quality probe (quality.py) runs the exact model on sampled tokens before
+`step`, outside the token's timing (`exact_first`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Set
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from tuner.config import Config
-from tuner.engine import drop, router
-from tuner.engine.arena import Arena, Fetch
+from tuner.engine.arena import Arena
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.clock import clock_for
 from tuner.engine.counters import C, Counters
-from tuner.engine.device_step import Ahead, DeviceStep, Pack, Route
-from tuner.engine.experts import LANDING_SETS
-from tuner.engine.host_copy import HostCopy
+from tuner.engine.device_first import DeviceFirst
+from tuner.engine.device_step import DeviceStep
+from tuner.engine.host_driven import HostDriven
+from tuner.engine.layer_work import LayerWork
+from tuner.engine.live import LiveSettings
 from tuner.engine.model import Decoder, compute_dtype
-from tuner.engine.predict import PREDICTORS, predict
 from tuner.engine.prefill import PROMPT_BATCH, prefill
 from tuner.engine.probe import Probe
 from tuner.engine.quality import QualityProbe
-from tuner.engine.routing_source import TraceRouting, open_routing
-from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT, RESIDENT, quotas_for
+from tuner.engine.route_log import RouteLog
+from tuner.engine.routing_source import open_routing
+from tuner.engine.slots import RESIDENT, quotas_for
 from tuner.engine.speculate import Speculator
 from tuner.engine.tiers import Sites, Tier
 from tuner.engine.verify import Verifier
@@ -74,42 +48,6 @@ def arena_slots(requested: int, layers: int, experts: int) -> int:
     if requested <= 0:
         return max(1, round(total * DEFAULT_ARENA_SHARE))
     return min(requested, total)
-
-
-@dataclass
-class RouteLog:
-    """Every routing the engine made, for trace recording: expert ids per layer and token
-    in rank order, optionally the router logits, and the tokens where conversations start."""
-
-    layers: int
-    keep_logits: bool = False
-    experts: list[list[int]] = field(default_factory=list)
-    logits: list[np.ndarray] = field(default_factory=list)
-    stale: list[np.ndarray] = field(default_factory=list)  # NaN where there is none
-    starts: list[int] = field(default_factory=list)
-
-    def add(self, sel: list[int], logits: torch.Tensor, stale: np.ndarray | None) -> None:
-        self.experts.append(sel)
-        if self.keep_logits:
-            self.logits.append(logits.detach().float().cpu().numpy())
-            self.stale.append(np.full(len(logits), np.nan, dtype=np.float32) if stale is None
-                              else stale.astype(np.float32))
-
-    def start(self) -> None:
-        self.starts.append(len(self.experts) // self.layers)
-
-
-@dataclass
-class Routed:
-    """One layer's routing as the host sees it after the layer's single sync."""
-
-    sel: list[int]  # expert ids in rank order (a trace may leave a layer without any)
-    selected: torch.Tensor | None  # the same on the compute device (the host-driven path)
-    ctrl: np.ndarray | None  # the probe's control: this layer's router's scores on its input
-    stale_next: np.ndarray | None  # layer l+1's router on this input [E], on the host
-    scores: np.ndarray | None = None  # the selected experts' logits [k], host (drop_cold)
-    ahead: frozenset[int] = frozenset()  # ranks the device found read ahead (claimed
-    # speculation, device_step.Ahead)
 
 
 class Engine:
@@ -136,84 +74,51 @@ class Engine:
         self.tier = Tier(L, E, self.slots)
         self.sites: Sites | None = None  # made when cpu_pool is first switched on
         self.quality: QualityProbe | None = None  # made when quality_every is first set
-        self.device_step: DeviceStep | None = None  # made when the device path first runs
-        self._launched: list[tuple[int, int] | None] = [None] * L
+        self.work = LayerWork(self)
+        self.device_first, self.host_driven = DeviceFirst(self), HostDriven(self)
         self.steps = 0
-        self.apply_live(cfg)
+        LiveSettings(self).apply(cfg)
 
     # -- settings ----------------------------------------------------------------------
     def apply_live(self, cfg: Config) -> None:
         """Takes the live knobs of `cfg` (called between tokens only); raises ValueError,
         having changed nothing, when they do not fit this model and arena."""
-        quotas = quotas_for(cfg.arena_split, cfg.arena_budgets, self.mc.num_layers,
-                            self.slots.n)
-        if cfg.cpu_pool and self.sites is None:
-            self.drain()  # no speculation in flight once misses stop streaming
-            host = self.arena.host or HostCopy(self.ckpt, pin=self.cuda, check=self.check)
-            self.sites = Sites(self.arena, host,
-                               self.tier, self.counters, self.clock, self.hurry)
-        self.cfg = cfg
-        self.pool.ssd.gbps = cfg.ssd_gbps
-        self.pool.jitter_ms = cfg.io_jitter_ms
-        if self.sites:
-            self.sites.link_line.gbps = cfg.link_gbps
-            self.sites.cpu_line.gbps = cfg.cpu_gbps
-        self.slots.set_policy(cfg.cache_policy)
-        self.slots.quotas = quotas
-        self.use_residency = moce_on(cfg)
-        self.dropping = drop_cold_on(cfg)
-        if cfg.quality_every and self.quality is None:
-            self.quality = QualityProbe(self.ckpt, self.dec, self.counters, cfg)
-        self.adapt_fetch = adapt_fetch_on(cfg)
-        if self.device_step is not None:
-            self.device_step.set_route(self._route_spec())
-        self.warm_up()
+        LiveSettings(self).apply(cfg)
 
-    @torch.inference_mode()
-    def warm_up(self) -> None:
-        """On CUDA, makes what the device-first path replays before a token needs it: each
-        layer's graphs for every attention span and the kernels their first runs build.
-        Their time is counted apart (warmup_ms on each layer's row), never in a token's.
-        Runs when the engine is built and after a change that drops graphs."""
-        if not self.cuda or self._host_driven():
-            return
-        took = self._device_step().warm(fixes=not self.arena.direct)
-        if any(took):
-            for layer, seconds in enumerate(took):
-                self.counters.add(layer, C.warmup_ms, 1000 * seconds)
-            self.counters.end_token(0.0, tokens=0)
+    # what the live settings make of the knobs (tuner/interplay.py declares each)
+    @property
+    def use_residency(self) -> bool:
+        return moce_on(self.cfg)
 
-    def _host_driven(self) -> bool:
+    @property
+    def dropping(self) -> bool:
+        return drop_cold_on(self.cfg)
+
+    @property
+    def adapt_fetch(self) -> bool:
+        return adapt_fetch_on(self.cfg)
+
+    @property
+    def device_step(self) -> DeviceStep | None:
+        """The device-first path's layer bodies, once made."""
+        return self.device_first.run
+
+    def host_driven_now(self) -> bool:
         """The host routes each layer first: the three sites, a routing trace, a recording."""
         return bool(self.cfg.cpu_pool) or self.routing is not None or self.route_log is not None
 
-    def _device_step(self) -> DeviceStep:
-        if self.device_step is None:
-            self.device_step = DeviceStep(self.dec, self.arena.experts, self.arena.table.dev,
-                                          self.arena.residency.dev, self._route_spec())
-        return self.device_step
-
-    def _route_spec(self) -> Route:
-        cfg, ahead = self.cfg, self._ahead()
-        if not self.use_residency:  # exact top-k: the moce knobs change nothing
-            return Route(probes=True, scores=self.dropping, ahead=ahead)
-        return Route(True, cfg.moce_protect, cfg.moce_bonus, cfg.moce_bonus_r1, probes=True,
-                     scores=self.dropping, ahead=ahead)
-
-    def _ahead(self) -> Ahead | None:
-        """With misses read in place the device speculates: each layer's body reads the
-        next layer's predicted misses into its speculation rows (device_step.Ahead)."""
-        cfg, K = self.cfg, self.mc.top_k
-        if cfg.prefetch == "off" or not self.arena.experts.speculates:
-            return None
-        return Ahead(cfg.prefetch, min(cfg.prefetch_max or K, K),
-                     PREDICTORS[cfg.prefetch].pick(cfg), cfg.drop_cold if self.dropping else 0.0)
+    def warm_up(self) -> None:
+        """On CUDA, the device-first path's graphs and kernels made before a token needs
+        them, counted apart (DeviceFirst.warm_up). Runs when the engine is built and after a
+        change that drops graphs."""
+        if self.cuda and not self.host_driven_now():
+            self.device_first.warm_up()
 
     def notes(self) -> list[str]:
         """What is off or capped at the current settings, and how to read a figure: the
         knobs' interplay (tuner/interplay.py) on this engine, and the routing trace's."""
         facts = Facts(self.slots.n, self.mc.top_k, self.cuda, self.arena.direct,
-                      self._host_driven(), self.batched_prefill(), self.routing is not None)
+                      self.host_driven_now(), self.batched_prefill(), self.routing is not None)
         trace = self.routing.notes(self.cfg) if self.routing is not None else []
         return warnings(self.cfg, facts) + trace
 
@@ -253,99 +158,13 @@ class Engine:
             assert self.sites is not None  # made when cpu_pool was first switched on
             self.sites.tier_round(cfg, self.adapt_fetch)
         self.steps += 1
-        if self._host_driven():
-            logits = self._host_step(token, pos)
-        else:
-            logits = self._device_first(token, pos)
+        path = self.host_driven if self.host_driven_now() else self.device_first
+        logits = path.step(token, pos)
         self.clock.flush()  # queued after the logits, so it waits on the layers' timings
         if self.routing is not None:
             self.routing.advance()
         self.check_residency()
         return logits
-
-    def _host_step(self, token: int, pos: int) -> torch.Tensor:
-        """The host routes each layer before its experts are computed."""
-        dec = self.dec
-        h = dec.embed_token(token)
-        stale: np.ndarray | None = None  # layer l's router on layer l-1's input, host
-        for l in range(self.mc.num_layers):
-            h = dec.attention(l, h, pos)
-            x = dec.moe_input(l, h)
-            with self.clock.span(l, C.layer_ms):
-                h, stale = self._moe(l, x, h, stale)
-        return dec.logits(h)
-
-    def _device_first(self, token: int, pos: int) -> torch.Tensor:
-        """Each layer's device work first, the host's after it (see the module's doc)."""
-        run, L, launched = self._device_step(), self.mc.num_layers, self._launched
-        launched[:] = [None] * L
-        # layers queued ahead of the host: one, or with misses read in place (no layer is
-        # ever computed again) as many as the landing sets allow
-        ahead = LANDING_SETS - 1 if self.arena.direct else 1
-        # a queued layer needs running again when its table or residency changed before
-        # it was settled, unless every write into a row it reads is queued after it on the
-        # compute stream (misses read in place: speculation is the bodies' own) and its
-        # routing does not read residency: then what it read was still there
-        still = self.arena.direct and not self.use_residency
-        run.start(token, pos)
-        stale: np.ndarray | None = None
-        for l in range(L):
-            if launched[l] is None or (not still and launched[l] != self.arena.version(l)):
-                self._launch(run, l)
-            stop = min(L, l + 1 + ahead) if run.branchless else l + 1
-            for m in range(l + 1, stop):
-                if launched[m] is None:
-                    self._launch(run, m)  # queued before the host waits on layer l
-            pack = run.read(l)
-            if self._settle(run, l, pack, stale) and l + 1 < L:
-                launched[l + 1] = None  # it ran on this layer's output before the fix
-            stale = pack.stale_next
-        return run.logits()
-
-    def _launch(self, run: DeviceStep, l: int) -> None:
-        """Runs layer l's device work on the current table and residency. A layer run
-        ahead of the host is kept only if the table and residency it ran on did not change
-        until the host settled it: an upload into a row it read always changes its table,
-        so uploads need not wait for it (only for `fix`, which marks its reads)."""
-        self.spec.arrived(l)  # uploads (and enters into the table) speculation that arrived
-        self.arena.sync()
-        self._launched[l] = self.arena.version(l)
-        # runs queued before this one read a stale input (relaunching l+1 clears the rest)
-        self._launched[l + 1:] = [None] * (len(self._launched) - l - 1)
-        self.clock.open(l, C.layer_ms)
-        run.run(l)
-        self.clock.close(l, C.layer_ms)
-
-    def _settle(self, run: DeviceStep, l: int, pack: Pack, stale: np.ndarray | None) -> bool:
-        """The host's part of layer l after its device work: counts, claims, speculation,
-        and, where the device did not find the experts the claims name, the misses landed
-        and the layer computed again (True)."""
-        spec_lo = self.arena.experts.spec_lo
-        ahead = frozenset(r for r, row in enumerate(pack.rows) if row >= spec_lo) \
-            if pack.ahead else frozenset()
-        routed = Routed(pack.sel, None, None, pack.stale_next, pack.scores, ahead)
-        served, ranks = self._account(l, routed, stale)
-        rows, timely, waited = self._serve(l, served, ranks, routed, run.route.ahead is None)
-        if pack.ahead:
-            self._ahead_settled(l, len(pack.ahead), len(routed.ahead))
-        if run.route.ahead is not None and self.cfg.prefetch_touch and pack.stale_next is not None:
-            self._touch(l + 1, pack.stale_next)
-        if self.arena.direct:  # the body read its misses in place: its output stands
-            fixed = ranks is not None  # unless drop_cold left some of them out
-            self._keep(l, rows, ranks, timely, waited, pack.rows)
-        else:
-            fixed = bool(waited) or ranks is not None or rows != pack.rows
-            if fixed:
-                self._land(l, timely, waited)
-        if fixed:
-            run.fix(l, rows, ranks)
-            self.arena.mark_used()
-            self.clock.close(l, C.layer_ms)
-        self.probe.note(l, pack.sel, served, pack.ctrl, stale)
-        self.spec.retire(l)
-        self.slots.pinned.clear()
-        self.spec.release_limbo(l)
-        return fixed
 
     def batched_prefill(self) -> bool:
         return (self.cfg.prefill and not self.cfg.cpu_pool and self.routing is None
@@ -380,228 +199,6 @@ class Engine:
         for layer, n in enumerate(wrong.tolist()):
             self.counters.add(layer, C.checkres_windows)
             self.counters.add(layer, C.checkres_mismatches, n)
-
-    def _moe(self, l: int, x: torch.Tensor, h: torch.Tensor, stale: np.ndarray | None
-             ) -> tuple[torch.Tensor, np.ndarray | None]:
-        """One layer's MoE block on the host-driven path: (new residual, layer l+1's router
-        on this input)."""
-        cfg = self.cfg
-        logits = self.dec.router_logits(l, x)
-        self.spec.arrived(l)  # its upload overlaps the attention the GPU is still running
-        routed = self._route(l, logits, x)
-        sel = routed.sel
-        served, ranks = self._account(l, routed, stale, logits)
-        self.probe.note(l, sel, served, routed.ctrl, stale)
-        if sel:  # a trace may leave a layer without a routing for a token
-            assert routed.selected is not None  # the host-driven path routes on the device
-            w = router.weights(logits, routed.selected, self.mc.norm_topk_prob)
-            if ranks is not None:  # the dropped experts' shares are left out
-                w = w[ranks]
-        if cfg.cpu_pool:
-            assert self.sites is not None  # made when cpu_pool was first switched on
-            outs = self.sites.serve(l, x, sel, cfg, self.adapt_fetch)
-            y = w.to(outs.dtype) @ outs if sel else None
-        else:
-            rows, timely, waited = self._serve(l, served, ranks, routed)
-            self._land(l, timely, waited)
-            y = self.arena.mix(x, w, rows) if sel else None
-        if y is not None:  # the layer routed
-            h = h + self.dec.shared_output(l, x, y)
-        self.spec.retire(l)
-        self.slots.pinned.clear()
-        self.spec.release_limbo(l)
-        return h, routed.stale_next
-
-    def _account(self, l: int, routed: Routed, stale: np.ndarray | None,
-                 logits: torch.Tensor | None = None) -> tuple[list[int], list[int] | None]:
-        """Counts the routing, logs it and applies drop_cold: (the experts computed, in
-        rank order; the ranks they are, or None when all are). The probe (probe.py) scores
-        them apart."""
-        cfg, sel = self.cfg, routed.sel
-        self.counters.per_expert.sel[l, :len(sel)] = sel
-        self.counters.add(l, C.routings, len(sel))
-        if cfg.cpu_pool:  # the adaptive tier's counts, read only by the three sites
-            self.tier.observe(l, sel, cfg.adapt_decay)
-        if self.route_log is not None:
-            assert logits is not None  # a recording takes the host-driven path
-            self.route_log.add(sel, logits, stale)
-        ranks = self._drop(l, sel, routed.scores, routed.ahead) if self.dropping and sel \
-            else None
-        if ranks is not None and len(ranks) == len(sel):
-            ranks = None
-        served = sel if ranks is None else [sel[r] for r in ranks]
-        return served, ranks
-
-    def _serve(self, l: int, served: list[int], ranks: list[int] | None, routed: Routed,
-               speculate: bool = True) -> tuple[list[int], list[Fetch], list[Fetch]]:
-        """Claims the served experts (misses issue their reads) and, with `speculate`,
-        reads ahead layer l+1's predicted misses: (the arena row of each, timely
-        speculation, fetches to wait for)."""
-        cfg = self.cfg
-        ahead = routed.ahead if ranks is None else {i for i, r in enumerate(ranks)
-                                                    if r in routed.ahead}
-        rows, timely, waited, missed = self._claim(l, served, ahead)
-        self.counters.per_expert.miss[l, [r if ranks is None else ranks[r]
-                                          for r in missed]] = True
-        if speculate and routed.stale_next is not None and cfg.prefetch != "off":
-            self.spec.issue(cfg, l + 1, self._guess(l + 1, routed.stale_next))
-        return rows, timely, waited
-
-    def _guess(self, target: int, stale: np.ndarray) -> list[int]:
-        """The predictor's ranked guess for layer `target`, less what drop_cold would drop."""
-        cfg = self.cfg
-        guess = predict(cfg, self.mc.top_k, self.probe.prev[target], torch.from_numpy(stale),
-                        lambda: self.arena.mask_host[target])
-        if self.dropping and guess:  # prev names nothing on a sequence's first token
-            guess = drop.speculable(guess, drop.share(stale[guess]), cfg.drop_cold)
-        return guess
-
-    def _ahead_settled(self, layer: int, issued: int, claimed: int) -> None:
-        """Counts what the layer before read ahead for this one (device_step.Ahead): every
-        read completes before the layer runs, so each is timely (counted at the claim) or
-        unused; its bytes crossed the link once, claimed or not."""
-        add = self.counters.add
-        add(layer, C.pf_issued, issued)
-        add(layer, C.pf_unused, issued - claimed)
-        add(layer, C.bytes_spec, issued * self.ckpt.expert_bytes)
-
-    def _touch(self, target: int, stale: np.ndarray) -> None:
-        """prefetch_touch with the device reading ahead: the guessed experts of layer
-        `target` already resident are promoted as speculative hits, as `read_ahead` does."""
-        for e in self._guess(target, stale):
-            slot = self.slots.find((target, e))
-            if slot is not None and self.slots.state[slot] == RESIDENT:
-                self.slots.policy.touch(slot)
-
-    def _route(self, layer: int, logits: torch.Tensor, x: torch.Tensor) -> Routed:
-        """Routes the layer and brings what the host needs in one device-to-host copy: the
-        selected ids, and from one product of their own, this layer's router (the probe's
-        control) and layer l+1's router (the stale-gate prediction) on this input."""
-        cfg, mc = self.cfg, self.mc
-        K, E = mc.top_k, mc.num_experts
-        if self.routing is not None:
-            return self._route_trace(self.routing, layer, logits)
-        mask = self.arena.mask(layer) if self.use_residency else None
-        selected = router.select(logits, mask, K, cfg.moce_protect, cfg.moce_bonus,
-                                 cfg.moce_bonus_r1)
-        has_next = layer + 1 < mc.num_layers
-        routers = self.dec.routers[layer:layer + 1 + has_next]  # [1 or 2, E, D]
-        probes = routers.view(-1, mc.hidden_size) @ x.float()  # [E] ctrl, [E] stale
-        parts = [selected.float(), probes] + ([logits[selected]] if self.dropping else [])
-        host = torch.cat(parts).cpu().numpy()  # the layer's one sync
-        ctrl = host[K:K + E]
-        stale_next = host[K + E:K + 2 * E] if has_next else None
-        scores = host[-K:] if self.dropping else None
-        return Routed(host[:K].astype(np.int64).tolist(), selected, ctrl, stale_next, scores)
-
-    def _route_trace(self, src: TraceRouting, layer: int, logits: torch.Tensor) -> Routed:
-        """The trace's routing, with its own scores for the probe's control and the stale
-        gate where it has them."""
-        resident = (lambda: self.arena.mask(layer)) if self.use_residency else None
-        sel, selected = src.select(layer, resident, self.cfg, self.device)
-        ctrl = src.scores("logits", layer)
-        stale_next = src.stale(layer + 1) if layer + 1 < self.mc.num_layers else None
-        scores = logits[selected].cpu().numpy() if self.dropping and sel else None
-        return Routed(sel, selected, ctrl if sel else None, stale_next, scores)
-
-    def _drop(self, layer: int, sel: list[int], scores: np.ndarray | None,
-              ahead: Set[int]) -> list[int]:
-        """drop-cold-experts: the ranks of the routing that are computed (drop.py); the
-        dropped ones are counted, as lookups too, so dropping never raises the hit rate."""
-        assert scores is not None  # routed with the selected experts' logits when dropping
-        weights = drop.share(scores)
-        present = [self.slots.find((layer, e)) is not None or r in ahead
-                   for r, e in enumerate(sel)]
-        ranks = drop.kept(weights, present, self.cfg.drop_cold)
-        gone = len(sel) - len(ranks)
-        if gone:
-            add = self.counters.add
-            add(layer, C.lookups, gone)
-            add(layer, C.dropped, gone)
-            add(layer, C.dropped_mass, float(weights.sum() - weights[ranks].sum()))
-            add(layer, C.bytes_dropped, gone * self.ckpt.expert_bytes)
-        return ranks
-
-    def _claim(self, layer: int, sel: list[int], ahead: Set[int] = frozenset(),
-               stream: bool = True) -> tuple[list[int], list[Fetch], list[Fetch], list[int]]:
-        """The arena row of each of `sel`, the timely speculation it claimed (counted here),
-        the fetches it must wait for (demand reads and late speculation) and the positions
-        in `sel` that missed. A late speculative read keeps its speculative flag: its bytes
-        count as speculative. `ahead`: positions the device found read ahead, claimed as
-        timely speculation and kept as a miss is. Without `stream` misses are read into
-        staging rows and not kept."""
-        arena, add = self.arena, self.counters.add
-        add(layer, C.lookups, len(sel))
-        plan = self.slots.claim_layer(layer, sel, stream)
-        for key in self.slots.evicted:
-            add(key[0], C.evictions)
-        self.slots.evicted.clear()
-        bypass = iter(arena.bypass)
-        rows: list[int] = []
-        timely: list[Fetch] = []
-        waited: list[Fetch] = []
-        missed: list[int] = []
-        hits = 0  # counted once: every hit of every layer of every token passes here
-        for rank, (claim, e) in enumerate(zip(plan, sel)):
-            row = claim.slot
-            if row is None:  # a miss with no slot: a staging row (hits and spec have slots)
-                row = next(bypass)
-                if claim.kind == BYPASS:
-                    add(layer, C.bypass)
-            if claim.kind == HIT:
-                hits += 1
-            elif claim.kind == CLAIMED_SPEC:
-                fetch = self.spec.claim(layer, row)
-                read = fetch.read
-                if read.done.is_set() and read.complete:
-                    add(layer, C.pf_timely)
-                    add(layer, C.bytes_spec, read.bytes_read)
-                    timely.append(fetch)
-                else:
-                    add(layer, C.pf_late)
-                    self.pool.promote(read)
-                    waited.append(fetch)
-            elif rank in ahead:  # read ahead by the device: kept from its landing
-                add(layer, C.pf_timely)
-                waited.append(arena.fetch((layer, e), row, speculative=True))
-            else:  # miss or bypass: a demand read, in rank order
-                add(layer, C.sync_misses)
-                missed.append(rank)
-                waited.append(arena.fetch((layer, e), row, speculative=False))
-            rows.append(row)
-        add(layer, C.hits, hits)
-        return rows, timely, waited, missed
-
-    def _land(self, layer: int, timely: list[Fetch], waited: list[Fetch]) -> None:
-        """Waits for the layer's reads (the stall), uploads what is not on the device yet
-        and counts the waited reads' bytes."""
-        add = self.counters.add
-        add(layer, C.stall_ms, 1000 * self.arena.land(timely + waited))
-        for f in waited:
-            add(layer, C.bytes_spec if f.read.speculative else C.bytes_demand, f.read.bytes_read)
-
-    def _keep(self, layer: int, rows: list[int], ranks: list[int] | None,
-              timely: list[Fetch], waited: list[Fetch], found: list[int]) -> None:
-        """With misses read in place: each miss the body read far or found read ahead kept
-        from the bytes it landed (`rows`: the row of each expert computed; `ranks`: their
-        ranks in the routing, None when all are; `found`: the row the body read at each
-        rank, -1 far). A miss the body still found near (evicted after the body was queued:
-        its row's new bytes are queued after the body, so it read the old ones, but landed
-        none) is copied in as on any path."""
-        add, rest, spec_lo = self.counters.add, [], self.arena.experts.spec_lo
-        for f in waited:
-            j = rows.index(f.row)
-            rank = j if ranks is None else ranks[j]
-            if 0 <= found[rank] < spec_lo:
-                rest.append(f)
-                continue
-            self.arena.adopt(f, rank)
-            if found[rank] < 0:  # read over the link now; read-ahead bytes counted at issue
-                add(layer, C.bytes_demand, f.read.bytes_read)
-                add(layer, C.bytes_direct, f.read.bytes_read)
-        if rest:
-            self.arena.mark_used()  # their copies wait for the bodies queued so far
-        self._land(layer, timely, rest)
 
     def drain(self) -> None:
         """Settles all speculation (before a rebuild or at the end of a run)."""

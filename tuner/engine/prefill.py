@@ -107,12 +107,12 @@ def _layer(engine, l: int, x: torch.Tensor, h: torch.Tensor, sel_log: np.ndarray
     for part, stream in ((streamed, True), (through, False)):
         for g in range(0, len(part), K):
             group = part[g:g + K]
-            rows, timely, waited, missed = engine._claim(l, group, stream=stream)
+            rows, timely, waited, missed = engine.work.claim(l, group, stream=stream)
             entries = [order[start[e]:start[e + 1]] for e in group]  # flat (t*K + r)
             for r in missed:
                 first = entries[r][0]
                 miss_log[first // K, l, first % K] = True
-            engine._land(l, timely, waited)
+            engine.work.land(l, timely, waited)
             width = max(len(e) for e in entries)
             idx = np.full((len(group), width), T * K, dtype=np.int64)  # padding entry
             for j, e in enumerate(entries):
@@ -125,9 +125,7 @@ def _layer(engine, l: int, x: torch.Tensor, h: torch.Tensor, sel_log: np.ndarray
     add(l, C.hot_fallbacks, engine.slots.hot_fallbacks - fallbacks)
     y = weights.to(outs.dtype)[:, None, :] @ outs[:T * K].view(T, K, D)  # [T, 1, D]
     h = h + dec.shared_output(l, x, y[:, 0])
-    engine.spec.retire(l)
-    engine.slots.pinned.clear()
-    engine.spec.release_limbo(l)
+    engine.work.retire(l)
     return h
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tuner import __version__
-from tuner.engine.decode import RouteLog
+from tuner.engine.route_log import RouteLog
 from tuner.engine.session import Session
 from tuner.engine.trace_format import Trace
 from tuner.knobs import BY_NAME, Config, config_dict
