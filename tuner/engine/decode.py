@@ -58,19 +58,10 @@ from tuner.engine.predict import predict
 from tuner.engine.prefill import PROMPT_BATCH, prefill
 from tuner.engine.quality import QualityProbe
 from tuner.engine.routing_source import TraceRouting, open_routing
-from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT, RESIDENT, quotas_for
+from tuner.engine.slots import BYPASS, CLAIMED_SPEC, HIT, RESIDENT, arena_slots, quotas_for
 from tuner.engine.speculate import Speculator
 from tuner.engine.tiers import Sites, Tier
 from tuner.engine.verify import Verifier
-
-DEFAULT_ARENA_SHARE = 0.20
-
-
-def arena_slots(requested: int, layers: int, experts: int) -> int:
-    total = layers * experts
-    if requested <= 0:
-        return max(1, round(total * DEFAULT_ARENA_SHARE))
-    return min(requested, total)
 
 
 @dataclass
