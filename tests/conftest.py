@@ -72,6 +72,41 @@ def run():
     return run_session
 
 
+@pytest.fixture
+def hold(monkeypatch):
+    """`hold(module, name)`: calls of the function `module.name` wait for the Event it
+    returns, so a job that calls it (an A/B's runs, a tune) stays running until the test
+    sets it, whatever the machine's speed."""
+    import threading
+
+    def held(module, name: str) -> threading.Event:
+        release, function = threading.Event(), getattr(module, name)
+        monkeypatch.setattr(module, name,
+                            lambda *args, **kwargs: release.wait(60) and function(*args,
+                                                                                  **kwargs))
+        return release
+
+    return held
+
+
+@pytest.fixture
+def refuses(capsys):
+    """`refuses(argv, pattern, status)`: the command line ends `argv` with `status` (bad
+    input by default) and a last line on stderr, naming the command, that `pattern` finds;
+    returns that line."""
+    from tuner.cli import main
+    from tuner.errors import Exit
+
+    def check(argv: list[str], pattern: str, status: Exit = Exit.USAGE) -> str:
+        assert main(argv) == status
+        err = capsys.readouterr().err.strip()
+        line = err.splitlines()[-1]
+        assert line.startswith(f"tuner {argv[0]}") and re.search(pattern, line), err
+        return line
+
+    return check
+
+
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
         "--disable-background-networking", "--disable-component-update"]

@@ -6,13 +6,14 @@ import argparse
 import sys
 
 from tuner.commands.args import (
-    INTERRUPTED,
     add_knob_flags,
     add_model_flags,
     engine_settings,
     model_values,
     print_json,
+    settings_from_args,
 )
+from tuner.errors import CommandError, Exit
 from tuner.format import figure
 from tuner.measure.report import knob_change, result_lines
 
@@ -37,16 +38,13 @@ def _progress(i: int, n: int, run: dict) -> None:
 def main(args: argparse.Namespace) -> int:
     from tuner.control.models import ABSpec, parse
     from tuner.measure.ab import Interrupted, arm_settings, run_ab
-    from tuner.settings import SettingsError
 
     if args.warmup < 0:
-        raise SystemExit("tuner ab: --warmup must be at least 0")
-    try:  # every field checked before the first run
-        spec = parse(ABSpec, model_values(args, ABSpec))
-    except SettingsError as err:
-        raise SystemExit(f"tuner ab: {err}") from None
-    base = engine_settings(args)
+        raise CommandError("--warmup must be at least 0")
+    spec = parse(ABSpec, model_values(args, ABSpec))  # every field checked before a run
+    base = settings_from_args(args)
     a, b = arm_settings(spec.a, base), arm_settings(spec.b, base)
+    engine_settings(args)  # the demo model, made first when the arms run it
     try:
         result = run_ab(a, b, spec, args.warmup, _progress)
     except Interrupted as stop:  # what was measured is kept: shown, with no verdict
@@ -56,13 +54,17 @@ def main(args: argparse.Namespace) -> int:
             _print_runs(stop.runs)
         print(f"tuner ab: interrupted after {len(stop.runs)} of {stop.planned} measured runs; "
               "no verdict without every pair and the sentinel A", file=sys.stderr)
-        return INTERRUPTED
+        return Exit.INTERRUPTED
     result["labels"] = {"A": args.a, "B": args.b}
     if args.json:
         print_json(result)
-        return 0
-    _print(result)
-    return 0
+    else:
+        _print(result)
+    if result["interrupted"]:
+        print("tuner ab: interrupted after every run was measured: the verdict stands",
+              file=sys.stderr)
+        return Exit.INTERRUPTED
+    return Exit.REJECTED if result["rejected"] else Exit.OK
 
 
 def _print(r: dict) -> None:
