@@ -26,9 +26,10 @@ class Exit(IntEnum):
 
     OK = 0, "done (and any rule or quality gate asked for held)"
     REJECTED = 1, ("measured, and the verdict is no: a rule or the quality gate given to an "
-                   "A/B rejects an arm")
-    USAGE = 2, ("bad input, named in one line: a flag, a knob value, a preset, a model "
-                "folder, a trace, a request; nothing it would have done was done")
+                   "A/B (`tuner ab`, the closing A/B of `tuner tune --save-best`) rejects "
+                   "an arm")
+    USAGE = 2, ("bad input, named in one line with what is allowed: a flag, a knob value, a "
+                "preset, a model folder or its files, a trace, a request")
     UNAVAILABLE = 3, ("something the command needs is not there: an optional extra not "
                       "installed, a server that does not answer, a port in use, no CUDA "
                       "device")

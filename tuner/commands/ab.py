@@ -8,7 +8,7 @@ import sys
 from tuner.commands.args import (
     add_knob_flags,
     add_model_flags,
-    engine_settings,
+    make_demo_model,
     model_values,
     print_json,
     settings_from_args,
@@ -44,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
     spec = parse(ABSpec, model_values(args, ABSpec))  # every field checked before a run
     base = settings_from_args(args)
     a, b = arm_settings(spec.a, base), arm_settings(spec.b, base)
-    engine_settings(args)  # the demo model, made first when the arms run it
+    make_demo_model(args.command, base)
     try:
         result = run_ab(a, b, spec, args.warmup, _progress)
     except Interrupted as stop:  # what was measured is kept: shown, with no verdict
