@@ -45,7 +45,7 @@ async def test_backend_runs_an_ab_and_reports_it(backend, controller, hold):
         assert job["result"]["knob_diff"][0]["knob"] == "cache_policy"
 
 
-async def finished(backend, timeout: float = 30.0) -> dict:
+async def finished(backend, timeout: float = 120.0) -> dict:
     """The job once it has ended, polled as the A/B view polls it."""
     deadline = time.monotonic() + timeout
     while (job := await backend.ab_status())["state"] == "running":
