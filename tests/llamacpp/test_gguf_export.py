@@ -113,6 +113,13 @@ def test_values_are_the_checkpoints(models, tmp_path):
                        hf_tensor(folder, "model.embed_tokens.weight"))
 
 
+def test_each_tensor_written_is_reported(models, tmp_path):
+    seen: list[tuple[int, int]] = []
+    convert(models["qwen3_moe"], tmp_path / "m.gguf", progress=lambda *done: seen.append(done))
+    total = len(gguf.GGUFReader(tmp_path / "m.gguf").tensors)
+    assert seen == [(i, total) for i in range(1, total + 1)]
+
+
 def test_bf16_matrices_are_rounded_once(models, tmp_path):
     folder = models["qwen3_moe"]
     tensors, _ = read_back(convert(folder, tmp_path / "m.gguf", "bf16").path)

@@ -97,11 +97,11 @@ def make_demo_model(command: str, settings: Settings) -> None:
 
 
 @contextmanager
-def progress(what: str, total: int | None = None,
-             poll: Callable[[], int] | None = None) -> Iterator[Callable[[int, int], None]]:
+def progress(what: str, total: int | None = None, poll: Callable[[], int] | None = None,
+             counted: bool = True) -> Iterator[Callable[[int, int], None]]:
     """A progress bar on stderr while the block runs, on a terminal only: the block calls
-    `update(done, total)`, or `poll()` is read four times a second; with neither it shows
-    the time spent."""
+    `update(done, total)`, or `poll()` is read four times a second; not `counted`, it
+    shows the time spent."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -115,7 +115,6 @@ def progress(what: str, total: int | None = None,
     if not console.is_terminal:
         yield lambda done, total: None
         return
-    counted = total is not None or poll is not None
     columns = [TextColumn("{task.description}"), BarColumn(),
                *([MofNCompleteColumn()] if counted else []), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=True) as bar:

@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
     done = []
     try:
         for i, section in enumerate(sections, 1):
-            with progress(f"{section.name} ({i} of {len(sections)})"):
+            with progress(f"{section.name} ({i} of {len(sections)})", counted=False):
                 out[section.name] = section.measure(cfg, opts)
             done.append(section)
     except KeyboardInterrupt:  # the sections measured are reported

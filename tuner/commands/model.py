@@ -168,8 +168,8 @@ def _gguf(args: argparse.Namespace) -> int:
 
         with progress(f"{recipe.id}: shards") as update:
             folder = synth.ensure(recipe, progress=update)
-    with progress(f"writing {args.out.name}"):
-        done = convert(folder, args.out, args.dtype)
+    with progress(f"{args.out.name}: tensors") as update:
+        done = convert(folder, args.out, args.dtype, update)
     size = done.path.stat().st_size
     print(f"wrote {folder.name} ({done.arch}, {done.dtype}, written by {done.writer}) to "
           f"{done.path}: {size / 2**20:.1f} MiB")
