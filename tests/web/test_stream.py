@@ -12,6 +12,7 @@ import httpx
 import pytest
 import websockets
 
+from tests.conftest import PATIENT_S
 from tests.web.live import serve
 
 
@@ -55,7 +56,7 @@ def test_rest_change_shows_in_stream_and_counters_respond(live, monkeypatch):
 
     monkeypatch.setattr(live.session, "submit", counted_submit)
 
-    http = httpx.Client()  # made beforehand: a new client costs more than a token
+    http = httpx.Client(timeout=PATIENT_S)  # made beforehand: a new one costs more than a token
 
     async def main():
         async with websockets.connect(f"{live.ws_url}?rate=30", proxy=None) as ws:
