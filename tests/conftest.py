@@ -13,6 +13,8 @@ import pytest
 from tuner.engine import synth
 from tuner.knobs import Config
 
+PATIENT_S = 120.0  # how long a test's HTTP call waits for its answer (patient_http)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked slow first (in their order), so that the workers of a parallel run
@@ -32,6 +34,20 @@ def small_model(tmp_path_factory) -> Path:
     recipe = replace(synth.DEFAULT, name="strata-small-3x8", dtype="fp32", vocab_size=512,
                      num_layers=3, num_experts=8, top_k=2, topics=8)
     return synth.write(recipe, tmp_path_factory.mktemp("models") / "small")
+
+
+@pytest.fixture(autouse=True)
+def patient_http(monkeypatch) -> None:
+    """httpx gives up on an answer after 5 s by default: a limit on how fast a loaded
+    machine serves, which no test means to set. The tests' one-off calls wait two minutes
+    unless they say otherwise (a timeout given is kept; a Client is given its own)."""
+    import functools
+
+    import httpx
+
+    for name in ("get", "post", "put", "patch", "delete", "request"):
+        monkeypatch.setattr(httpx, name, functools.partial(getattr(httpx, name),
+                                                           timeout=PATIENT_S))
 
 
 @pytest.fixture(autouse=True)
@@ -70,6 +86,41 @@ def run_session(cfg: Config, tokens: int = 120) -> dict:
 @pytest.fixture
 def run():
     return run_session
+
+
+@pytest.fixture
+def hold(monkeypatch):
+    """`hold(module, name)`: calls of the function `module.name` wait for the Event it
+    returns, so a job that calls it (an A/B's runs, a tune) stays running until the test
+    sets it, whatever the machine's speed."""
+    import threading
+
+    def held(module, name: str) -> threading.Event:
+        release, function = threading.Event(), getattr(module, name)
+        monkeypatch.setattr(module, name,
+                            lambda *args, **kwargs: release.wait(60) and function(*args,
+                                                                                  **kwargs))
+        return release
+
+    return held
+
+
+@pytest.fixture
+def refuses(capsys):
+    """`refuses(argv, pattern, status)`: the command line ends `argv` with `status` (bad
+    input by default) and a last line on stderr, naming the command, that `pattern` finds;
+    returns that line."""
+    from tuner.cli import main
+    from tuner.errors import Exit
+
+    def check(argv: list[str], pattern: str, status: Exit = Exit.USAGE) -> str:
+        assert main(argv) == status
+        err = capsys.readouterr().err.strip()
+        line = err.splitlines()[-1]
+        assert line.startswith(f"tuner {argv[0]}") and re.search(pattern, line), err
+        return line
+
+    return check
 
 
 CHROMIUM = "/usr/bin/chromium"

@@ -128,13 +128,18 @@ def _commands(parser: argparse.ArgumentParser, prefix: str
 
 def commands_page() -> str:
     from tuner.cli import build_parser
+    from tuner.errors import Exit
     from tuner.knobs import ALIASES, KNOBS
 
     knob_dests = {f"knob_{k.name}" for k in KNOBS} | {f"knob_{a.old.name}" for a in ALIASES}
     out = [NOTE.format(source="the parsers of tuner/cli.py and tuner/commands"),
            "# Commands\n\nEvery command's arguments, from its parser (`tuner COMMAND "
            "--help` prints the same). A command marked *knob flags* also takes every knob "
-           "as a flag: see [knobs](knobs.md).\n"]
+           "as a flag: see [knobs](knobs.md).\n",
+           "\n## Exit statuses\n\nOne status per kind of outcome, the same from every "
+           "command; an error is one line, `tuner COMMAND: what was wrong and what is "
+           "allowed`.\n\n| status | meaning |\n|---|---|\n",
+           *(f"| {e.value} | {_escape(e.meaning)} |\n" for e in Exit)]
     for name, parser in _commands(build_parser(None), "tuner"):
         rows, knobs = _flag_rows(parser, knob_dests)
         out.append(f"\n## `{name}`\n\n{parser.description or ''}\n")

@@ -86,7 +86,10 @@ def default_dtype(ckpt: Checkpoint) -> str:
     return "bf16" if ckpt.dtype == torch.bfloat16 else "f32"
 
 
-def convert(folder: Path, out: Path, dtype: str | None = None) -> Written:
+def convert(folder: Path, out: Path, dtype: str | None = None,
+            progress: Callable[[int, int], None] | None = None) -> Written:
+    """Writes `folder`'s model to `out`; `progress(done, total)` after each tensor tuner's
+    writer wrote (llama.cpp's converter, run for a released vocabulary, reports none)."""
     ckpt = Checkpoint(folder)  # ModelError for a folder that is not a usable checkpoint
     if ckpt.quant is not None:
         raise GGUFError(f"{folder}: its experts are tuner's group-wise int{ckpt.quant.bits}, "
@@ -103,7 +106,7 @@ def convert(folder: Path, out: Path, dtype: str | None = None) -> Written:
         raise GGUFError(f"{folder}: rope scaling {scaling!r}: tuner's writer writes plain "
                         "RoPE, as tuner's engine computes it; only rope_type default converts")
     plan = tensor_plan(ckpt, DTYPES[dtype][0])
-    write(ckpt, Path(out), dtype, plan, vocab)
+    write(ckpt, Path(out), dtype, plan, vocab, progress)
     return Written(Path(out), ckpt.config.arch, dtype, "tuner")
 
 
@@ -252,7 +255,8 @@ def as_array(t: torch.Tensor, qtype: gguf.GGMLQuantizationType) -> np.ndarray:
 
 
 def write(ckpt: Checkpoint, out: Path, dtype: str, plan: list[Planned],
-          vocab: tuple[list[str], list[int], int]) -> None:
+          vocab: tuple[list[str], list[int], int],
+          progress: Callable[[int, int], None] | None = None) -> None:
     """Header and tensor table first, then one tensor at a time (a layer's experts are the
     most held in memory at once); written to a temp file renamed at the end."""
     cfg, raw = ckpt.config, ckpt.raw_config
@@ -296,12 +300,14 @@ def write(ckpt: Checkpoint, out: Path, dtype: str, plan: list[Planned],
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
-        for p in plan:
+        for i, p in enumerate(plan, 1):
             t = p.read()
             if tuple(t.shape) != p.shape:
                 raise GGUFError(f"{ckpt.folder}: {p.name} is {tuple(t.shape)}, expected "
                                 f"{p.shape}; every expert of a layer has the same shapes")
             w.write_tensor_data(as_array(t, p.qtype))
+            if progress:
+                progress(i, len(plan))
     except BaseException:
         w.close()
         tmp.unlink(missing_ok=True)

@@ -17,6 +17,7 @@ from typing import Any
 from tuner.config import Config
 from tuner.engine.inputs import ALLOWED as PATH_ALLOWED
 from tuner.engine.policies import POLICIES
+from tuner.errors import CommandError, run
 
 GROUPS = ("routing", "prefetch", "cache", "prefill", "io", "tiers", "hardware", "session")
 
@@ -386,8 +387,12 @@ def config_source() -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":
+def _write_config() -> None:
     if sys.argv[1:] != ["--write-config"]:
-        raise SystemExit("usage: python -m tuner.knobs --write-config (writes tuner/config.py "
-                         "from the knob table)")
+        raise CommandError("usage: python -m tuner.knobs --write-config (writes "
+                           "tuner/config.py from the knob table)")
     CONFIG_PATH.write_text(config_source())
+
+
+if __name__ == "__main__":
+    sys.exit(run("python -m tuner.knobs", _write_config))

@@ -21,10 +21,9 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.engine import synth
-from tuner.engine.decode import arena_slots
+from tuner.engine import recipes
 from tuner.engine.model_config import ModelConfig
-from tuner.engine.slots import quotas_for
+from tuner.engine.slots import arena_slots, quotas_for
 from tuner.errors import TunerError
 from tuner.knobs import INPUT_KNOBS, KNOBS, Knob
 from tuner.llamacpp import EXPS
@@ -143,7 +142,7 @@ def model_shape(settings: Settings, model: str | None) -> tuple[str, ModelConfig
     folder = model or settings.model
     if folder:
         return Path(folder).name, ModelConfig.read(Path(folder))
-    return synth.DEFAULT.id, ModelConfig.from_hf(synth.DEFAULT.hf_config())
+    return recipes.DEFAULT.id, ModelConfig.from_hf(recipes.DEFAULT.hf_config())
 
 
 @dataclass(frozen=True)
@@ -173,21 +172,27 @@ def llama_cpp_placement(preset: Preset, model: str | None = None,
     except (OSError, ValueError) as err:  # no model there, or budgets of another model
         raise PresetError(preset.name, f"cannot be placed on that model: {err}") from None
     whole = min(L, slots // E)
+    held = ("keep their experts on the GPU" if target != "cpu" else
+            "are the ones a GPU machine would hold")
     notes = [f"llama.cpp flags closest to tuner preset '{preset.name}' on {name} ({L} layers x "
              f"{E} experts, top-{mc.top_k}) for a {target} machine; append them to "
              "`llama-server -m MODEL.gguf`.",
              f"tuner's arena of {slots} slots ({100 * slots / (L * E):.1f} % of the layer-expert "
              "pairs) follows the routing expert by expert; llama.cpp places each layer's "
              f"experts whole, once at load, so it becomes {whole} whole layer(s) of {E} experts "
-             "on the GPU and the rest in host RAM, computed there."]
+             + ("on the GPU and the rest in host RAM, computed there." if target != "cpu" else
+                "on a machine with a GPU. On a cpu machine every layer stays in host RAM and "
+                "is computed there: the flags below keep that placement's form with CPU "
+                "buffers (all a CPU-only build knows, and it ignores --n-gpu-layers), so they "
+                "change nothing here.")]
     if quotas is None:
         gpu = list(range(L - whole, L))
         notes.append("one shared arena (arena_split = global) says nothing about which layers "
-                     "gain most: the last layers keep their experts on the GPU.")
+                     f"gain most: the last layers {held}.")
     else:
         ranked = sorted(range(L), key=lambda l: (-quotas[l], l))
         gpu = sorted(ranked[:whole])
-        notes.append("the layers with the largest quotas keep their experts on the GPU "
+        notes.append(f"the layers with the largest quotas {held} "
                      f"(quotas: {', '.join(map(str, quotas))}).")
     flags = [] if s.device == "cpu" else ["--n-gpu-layers", "999"]
     pinned: dict[int, str] = {}

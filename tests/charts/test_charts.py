@@ -81,5 +81,5 @@ def test_a_bad_plot_file_is_refused_before_anything_runs(capsys):
     assert main(["ab", "baseline", "2q", "--plot", "runs.txt"]) == 2
     assert main(["tune", "--plot", "trials.jpg"]) == 2
     err = capsys.readouterr().err
-    assert "tuner: --plot runs.txt: the file must end in .svg, .png, .pdf" in err
+    assert "tuner ab: --plot runs.txt: the file must end in .svg, .png, .pdf" in err
     assert "--plot trials.jpg" in err

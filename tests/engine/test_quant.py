@@ -91,11 +91,9 @@ def test_quantize_writes_packed_experts_and_reports_quality(quantized_run, tiny_
     assert 0 <= quality["greedy_same_prefix"] <= 16
 
 
-def test_quantize_refuses_a_quantized_source(int4_model, tmp_path):
-    from tuner.cli import main
+def test_quantize_refuses_a_quantized_source(int4_model, tmp_path, refuses):
 
-    with pytest.raises(SystemExit, match="already quantized"):
-        main(["model", "quantize", str(int4_model), str(tmp_path / "again")])
+    refuses(["model", "quantize", str(int4_model), str(tmp_path / "again")], "already quantized")
 
 
 def test_the_engine_streams_packed_bytes_and_matches_the_resident_model(int4_model,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from dataclasses import replace
 
 import numpy as np
@@ -274,9 +273,8 @@ def test_wait_tokens_returns_once_counted_and_gives_up_when_stopped(tiny_config)
         assert session.tokens >= 20
     finally:
         session.stop()
-    t0 = time.monotonic()
-    assert not session.wait_tokens(10**9, timeout=60)  # a stopped session never gets there
-    assert time.monotonic() - t0 < 5
+    # a stopped session never gets there: with no timeout, only giving up returns
+    assert not session.wait_tokens(10**9)
 
 
 @pytest.mark.parametrize("cpu_pool", [False, True])

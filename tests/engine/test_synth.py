@@ -70,11 +70,10 @@ def test_bad_shapes_layers_and_dtypes_are_named(tmp_path):
         synth.write(replace(synth.TINY, dtype="fp8"), tmp_path / "m")
 
 
-def test_make_refuses_layers_without_a_shape(tmp_path):
-    from tuner.cli import main
+def test_make_refuses_layers_without_a_shape(tmp_path, refuses):
 
-    with pytest.raises(SystemExit, match="--layers needs --shape"):
-        main(["model", "make", "--tiny", "--layers", "2", "--out", str(tmp_path / "m")])
+    refuses(["model", "make", "--tiny", "--layers", "2", "--out", str(tmp_path / "m")],
+            "--layers needs --shape")
 
 
 def test_bytes_do_not_depend_on_the_thread_count(tmp_path):

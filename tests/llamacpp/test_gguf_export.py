@@ -113,6 +113,13 @@ def test_values_are_the_checkpoints(models, tmp_path):
                        hf_tensor(folder, "model.embed_tokens.weight"))
 
 
+def test_each_tensor_written_is_reported(models, tmp_path):
+    seen: list[tuple[int, int]] = []
+    convert(models["qwen3_moe"], tmp_path / "m.gguf", progress=lambda *done: seen.append(done))
+    total = len(gguf.GGUFReader(tmp_path / "m.gguf").tensors)
+    assert seen == [(i, total) for i in range(1, total + 1)]
+
+
 def test_bf16_matrices_are_rounded_once(models, tmp_path):
     folder = models["qwen3_moe"]
     tensors, _ = read_back(convert(folder, tmp_path / "m.gguf", "bf16").path)
@@ -204,17 +211,16 @@ def test_a_folder_without_tokenizer_or_unk_is_refused(models, tmp_path):
         convert(tmp_path / "edited", tmp_path / "m.gguf")
 
 
-def test_the_command_converts_tiny_and_refuses_what_it_cannot(models, tmp_path, capsys):
+def test_the_command_converts_tiny_and_refuses_what_it_cannot(models, tmp_path, capsys, refuses):
     out = tmp_path / "tiny.gguf"
     assert main(["model", "gguf", "tiny", str(out)]) == 0
     assert "(qwen3_moe, f32, written by tuner)" in capsys.readouterr().out
     assert gguf.GGUFReader(out).fields["general.name"].contents() == synth.TINY.id
-    with pytest.raises(SystemExit, match="already exists \\(use --force"):
-        main(["model", "gguf", "tiny", str(out)])
+    refuses(["model", "gguf", "tiny", str(out)], "already exists \\(use --force")
     quantized = tmp_path / "int8"
     assert main(["model", "quantize", str(models["qwen3_moe"]), str(quantized), "--bits", "8",
                  "--group", "32", "--tokens", "0"]) == 0
-    with pytest.raises(SystemExit, match="group-wise int8, which GGUF has no type for"):
-        main(["model", "gguf", str(quantized), str(tmp_path / "q.gguf")])
+    refuses(["model", "gguf", str(quantized), str(tmp_path / "q.gguf")],
+            "group-wise int8, which GGUF has no type for")
     assert main(["model", "gguf", str(tmp_path / "nowhere"), str(tmp_path / "n.gguf")]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tuner.cli import main
+from tuner.errors import Exit
 from tuner.measure.rules import ArmFigures, QualityGate, quality_gate, ruleset, verdict
 
 
@@ -51,7 +52,7 @@ def tiny_flags(model) -> list[str]:
 def test_ab_carries_quality_per_arm_and_gates_the_lossy_one(tiny_model, capsys):
     status = main(["ab", "baseline", "drop_cold=0.3", "--pairs", "1", "--tokens", "32",
                    "--warmup", "0", "--max-kl", "0.000001", "--json", *tiny_flags(tiny_model)])
-    assert status == 0
+    assert status == Exit.REJECTED  # the gate the user set rejects B: a script can tell
     r = json.loads(capsys.readouterr().out)
     a, b = r["arms"]["A"], r["arms"]["B"]
     assert (a["quality_kl"], a["top1_agreement"]) == (0.0, 100.0)
@@ -62,9 +63,9 @@ def test_ab_carries_quality_per_arm_and_gates_the_lossy_one(tiny_model, capsys):
     assert all(run["quality_kl"] is not None for run in r["runs"])
 
 
-def test_ab_refuses_a_limit_out_of_range(tiny_model, capsys):
-    with pytest.raises(SystemExit, match=r"min_agreement = 120.0: must be from 0 to 100"):
-        main(["ab", "baseline", "2q", "--min-agreement", "120", *tiny_flags(tiny_model)])
+def test_ab_refuses_a_limit_out_of_range(tiny_model, refuses):
+    refuses(["ab", "baseline", "2q", "--min-agreement", "120", *tiny_flags(tiny_model)],
+            r"min_agreement = 120.0: must be from 0 to 100")
 
 
 def test_quality_command_on_a_text(small_model, tmp_path, capsys):
@@ -93,14 +94,12 @@ def test_quality_command_on_a_text(small_model, tmp_path, capsys):
     assert "39 positions of " in out and "KL 0.0 nats/token, top-1 agreement 100.0 %" in out
 
 
-def test_quality_command_errors_name_the_problem(small_model, tmp_path, capsys):
+def test_quality_command_errors_name_the_problem(small_model, tmp_path, capsys, refuses):
     flags = ["--model", str(small_model)]
-    with pytest.raises(SystemExit, match="--text .*missing.txt"):
-        main(["quality", "--text", str(tmp_path / "missing.txt"), *flags])
+    refuses(["quality", "--text", str(tmp_path / "missing.txt"), *flags], "--text .*missing.txt")
     short = tmp_path / "short.txt"
     short.write_text("ka")
-    with pytest.raises(SystemExit, match="the text is 1 token"):
-        main(["quality", "--text", str(short), *flags])
+    refuses(["quality", "--text", str(short), *flags], "the text is 1 token")
     assert main(["quality", "--sweep", "drop_cold", *flags]) == 2
     assert "expected KNOB=V1,V2" in capsys.readouterr().err
     assert main(["quality", "--sweep", "drop_cold=2", *flags]) == 2

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tuner.cli import main
+from tuner.errors import Exit
 from tuner.measure.rules import (
     ArmFigures,
     Bonus0Output,
@@ -83,12 +84,13 @@ def test_the_verdict_names_the_rule_that_rejects_and_where():
         ruleset("seed001")
 
 
-def test_tuner_ab_runs_each_workload_and_prints_the_rules(tiny_overrides, capsys):
+def test_tuner_ab_runs_each_workload_and_prints_the_rules(tiny_overrides, capsys, refuses):
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in tiny_overrides.items()]
-    assert main(["ab", "baseline", "moce_bonus=0.85", "--pairs", "1", "--tokens", "40",
-                 "--warmup", "0", "--workloads", "chat-cold,shifted", "--rules", "seed000",
-                 "--json", *flags]) == 0
+    status = main(["ab", "baseline", "moce_bonus=0.85", "--pairs", "1", "--tokens", "40",
+                   "--warmup", "0", "--workloads", "chat-cold,shifted", "--rules", "seed000",
+                   "--json", *flags])
     r = json.loads(capsys.readouterr().out)
+    assert status == (Exit.REJECTED if r["rejected"] else Exit.OK)
     assert [w["workload"] for w in r["workloads"]] == ["chat-cold", "shifted"]
     assert [run["workload"] for run in r["runs"]] == ["chat-cold"] * 3 + ["shifted"] * 3
     assert {(o["workload"], o["phase"]) for o in r["outcomes"]} == {
@@ -96,9 +98,10 @@ def test_tuner_ab_runs_each_workload_and_prints_the_rules(tiny_overrides, capsys
     bonus = [o for o in r["outcomes"] if o["rule"] == "bonus0-output"]
     assert {o["status"] for o in bonus} == {"n/a"}  # B's bonus changes output on purpose
     assert r["verdict"].startswith(("reject B: rule", "no rule of seed000 rejects B"))
-    assert main(["ab", "baseline", "2q", "--pairs", "1", "--tokens", "40", "--warmup", "0",
-                 "--workloads", "chat-cold", "--rules", "seed000", *flags]) == 0
+    status = main(["ab", "baseline", "2q", "--pairs", "1", "--tokens", "40", "--warmup", "0",
+                   "--workloads", "chat-cold", "--rules", "seed000", *flags])
     text = capsys.readouterr().out
+    assert status == (Exit.REJECTED if "verdict: reject" in text else Exit.OK)
     assert "rules seed000:" in text and "workload chat-cold:" in text and "verdict:" in text
-    with pytest.raises(SystemExit, match="workload 'nope' is neither a built-in"):
-        main(["ab", "baseline", "2q", "--workloads", "nope", *flags])
+    refuses(["ab", "baseline", "2q", "--workloads", "nope", *flags],
+            "workload 'nope' is neither a built-in")

@@ -123,6 +123,17 @@ def test_llama_cpp_keeps_the_largest_quotas_layers_on_the_gpu(capsys):
     assert "#   STRATA_METAL_MOCE_BONUS=0.85" in comments  # no equivalent, named
 
 
+@pytest.mark.parametrize("name", ["baseline", "seed002-x4"])
+def test_llama_cpp_for_a_cpu_machine_puts_nothing_on_a_gpu(name, capsys):
+    """The placement's form stays (a CPU-only build takes it), its words do not say that
+    layers go to a GPU the machine does not have."""
+    comments, flags = llama(capsys, name, "--target", "cpu")
+    text = " ".join(c.lstrip("# ") for c in comments)
+    assert "on the GPU" not in text and "CUDA0" not in flags
+    assert "On a cpu machine every layer stays in host RAM" in text
+    assert llama(capsys, name)[0] != comments  # the same preset for a GPU says otherwise
+
+
 def test_llama_cpp_of_one_shared_arena_is_n_cpu_moe(capsys, tiny_model):
     comments, flags = llama(capsys, "baseline")
     assert "--n-cpu-moe 13" in flags  # demo model: 205 slots = 3 of 16 layers of 64

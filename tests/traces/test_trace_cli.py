@@ -93,7 +93,7 @@ def test_a_failed_import_prints_its_report_then_the_reason(tmp_path, capsys):
     assert main(["trace", "import", "jsonl", str(src), "-o", str(tmp_path / "x.npz")]) == 2
     out, err = capsys.readouterr()
     assert "unreadable: 1" in out and "e.g. bad.jsonl:1: token_idx must be an integer" in out
-    assert err.strip() == "tuner: jsonl bad.jsonl: no routings found"
+    assert err.strip() == "tuner trace import: jsonl bad.jsonl: no routings found"
     assert not (tmp_path / "x.npz").exists()
 
 

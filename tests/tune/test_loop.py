@@ -121,6 +121,52 @@ def test_ctrl_c_keeps_finished_trials(tmp_path):
     assert s.trials[2].user_attrs["rejected"] == "stopped before its measurement finished"
 
 
+class InterruptingAt(Drifting):
+    """Ctrl-C at the measurement after `calls` of them."""
+
+    def __init__(self, calls: int):
+        super().__init__()
+        self.at = calls
+
+    def __call__(self, s) -> dict:
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return super().__call__(s)
+
+
+def test_ctrl_c_after_a_sentinel_keeps_the_trials_it_settled(tmp_path):
+    """Warm-up, baseline, trials 0-2, the baseline that settles them, then Ctrl-C during
+    trial 3: the three are scored against the baselines before and after them."""
+    worker = TrialWorker({}, Span(8, 8), sentinel_every=3, measure=InterruptingAt(6),
+                         name="w")
+    s = study(tmp_path)
+    space = build_space("", "cache_policy=lru")
+    assert not run_trials(s, space, validate({}), LocalPool(worker), 10, "ms", guards_for())
+    assert [t.state.name for t in s.trials] == ["COMPLETE"] * 3 + ["FAIL"]
+    assert all(t.user_attrs["baseline"]["after_ms_per_token"] for t in s.trials[:3])
+
+
+def test_ctrl_c_while_the_study_is_told_keeps_every_settled_trial(tmp_path, monkeypatch):
+    from tuner.tune import loop
+
+    judged = []
+
+    def judge(*args) -> None:
+        judged.append(args[1].number)
+        if len(judged) == 2:  # in the middle of telling trials 0-2
+            raise KeyboardInterrupt
+        real_judge(*args)
+
+    real_judge = loop.judge
+    monkeypatch.setattr(loop, "judge", judge)
+    worker = TrialWorker({}, Span(8, 8), sentinel_every=3, measure=Drifting(), name="w")
+    s = study(tmp_path)
+    space = build_space("", "cache_policy=lru")
+    assert not run_trials(s, space, validate({}), LocalPool(worker), 10, "ms", guards_for())
+    assert [t.state.name for t in s.trials[:3]] == ["COMPLETE"] * 3
+    assert s.trials[3].user_attrs["baseline"]["after_ms_per_token"] is None  # measured
+
+
 def test_a_study_resumes_only_with_the_same_spec(tmp_path):
     def pool():
         return LocalPool(TrialWorker({}, Span(8, 8), 2, measure=Drifting(), name="w"))
@@ -133,7 +179,8 @@ def test_a_study_resumes_only_with_the_same_spec(tmp_path):
     assert len(again["trials"]) == 5  # resumed: the finished trials kept
     from tuner.tune.study import TuneError
 
-    with pytest.raises(TuneError, match="other objective .*'ms'.*name a new --study"):
+    with pytest.raises(TuneError, match=r"other objective \(ms; now stall\): give the same "
+                       "to resume it, or another --study"):
         tune(Spec(base={}, fix="cache_policy=lru", tokens=8, warmup=8, objective="stall"), 1,
              storage, "s", pool=pool())
 

@@ -85,14 +85,12 @@ def test_the_front_is_printed(tiny_model, capsys):
     assert "3 trials" in text
 
 
-def test_bad_flags_name_what_is_allowed(tiny_model, capsys):
+def test_bad_flags_name_what_is_allowed(tiny_model, capsys, refuses):
     status, _, text = tune(capsys, "--trials", "2", "--space", "prefetch_max=9:2",
                            *tiny_flags(tiny_model))
     assert status == 2 and "low 9 must be below high 2" in text
-    with pytest.raises(SystemExit, match="--trials 0 runs nothing"):
-        main(["tune", "--trials", "0"])
-    with pytest.raises(SystemExit, match=r"min_agreement = 101.0: must be from 0 to 100"):
-        main(["tune", "--min-agreement", "101"])
+    refuses(["tune", "--trials", "0"], "--trials 0 runs nothing")
+    refuses(["tune", "--min-agreement", "101"], r"min_agreement = 101.0: must be from 0 to 100")
 
 
 @pytest.mark.slow  # Ray's start
@@ -105,3 +103,22 @@ def test_the_study_runs_on_two_ray_workers(tiny_model, capsys):
     for w in workers:  # each worker paired its trials with its own baselines only
         mine = [t for t in r["trials"] if t["worker"] == w]
         assert mine[0]["baseline_index"] == 0
+
+
+def test_a_second_tune_of_other_tokens_gets_a_study_of_its_own(tiny_model, capsys):
+    flags = ["--trials", "1", *tiny_flags(tiny_model)]
+    status, first, _ = tune(capsys, "--json", *flags)
+    assert status == 0 and first["trials"][0]["baseline_values"]  # trial 0, and says so
+    status, other, _ = tune(capsys, "--json", "--tokens", "12", *flags)
+    assert status == 0 and other["study"] != first["study"] and len(other["trials"]) == 1
+    status, again, _ = tune(capsys, "--json", *flags)  # the same tune: resumed
+    assert again["study"] == first["study"] and len(again["trials"]) == 2
+    assert not again["trials"][1]["baseline_values"]
+    status, _, text = tune(capsys, "--tokens", "12", "--study", first["study"], *flags)
+    line = text.strip().splitlines()[-1]
+    assert status == 2 and "{" not in line
+    assert line.startswith(f"tuner tune: study {first['study']!r} in ")
+    assert "was run with other span (tokens=8, warmup=4; now tokens=12, warmup=4)" in line
+    status, saved, _ = tune(capsys, "--trials", "0", "--save-best", "last", "--ab-pairs", "0",
+                            "--json")  # no --study: the study run last
+    assert status == 0 and saved["study"] == first["study"]

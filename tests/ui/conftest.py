@@ -17,6 +17,7 @@ import pytest
 import textual.app
 import textual.pilot
 from textual._wait import SLEEP_GRANULARITY, wait_for_idle
+from textual.css.query import NoMatches
 
 from tuner.control.api import Backend
 from tuner.control.controller import Controller
@@ -98,11 +99,20 @@ async def following(backend: Backend) -> AsyncIterator[Backend]:
         await backend.close()
 
 
-async def until(check: Callable[[], Any], timeout: float = 15.0, step: float = 0.05,
+async def until(check: Callable[[], Any], timeout: float = 60.0, step: float = 0.05,
                 pause: Callable[[float], Any] | None = None) -> Any:
-    """Polls `check` until it returns something true; fails after `timeout` seconds."""
+    """Polls `check` until it returns something true; a widget it queries that is not
+    mounted yet is not there yet. Fails after `timeout` seconds: long, a safety net for a
+    loaded machine, not a time the UI must keep."""
     deadline = time.monotonic() + timeout
-    while not (result := check()):
+    while not (result := _checked(check)):
         assert time.monotonic() < deadline, f"timed out waiting for {check}"
         await (pause(step) if pause else asyncio.sleep(step))
     return result
+
+
+def _checked(check: Callable[[], Any]) -> Any:
+    try:
+        return check()
+    except NoMatches:  # a screen pushed, its widgets still being composed
+        return None

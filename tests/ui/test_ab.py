@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Input, Static
 from tests.ui.conftest import following, until
 from tuner.control.errors import BackendError
 from tuner.control.models import ABRequest, parse
+from tuner.measure import ab
 from tuner.settings import SettingsError
 from tuner.ui.app import create_app
 from tuner.ui.screens.ab import ABScreen
@@ -28,13 +29,15 @@ def backend(request):
     return request.getfixturevalue(request.param)
 
 
-async def test_backend_runs_an_ab_and_reports_it(backend, controller):
+async def test_backend_runs_an_ab_and_reports_it(backend, controller, hold):
+    release = hold(ab, "run_once")  # the A/B runs once the test releases it
     async with following(backend):
         assert await backend.ab_status() is None
         job = await backend.start_ab(ABRequest(a="baseline", b="2q", pairs=1, tokens=16))
         assert (job["a"], job["b"], job["total_runs"]) == ("baseline", "2q", 3)
         with pytest.raises(BackendError, match="already running"):
             await backend.start_ab(ABRequest(a="baseline", b="2q", pairs=1, tokens=16))
+        release.set()
         job = await finished(backend)
         assert job["state"] == "done", job
         assert [run["arm"] for run in job["runs"]] == ["A", "B", "A"]
@@ -42,7 +45,7 @@ async def test_backend_runs_an_ab_and_reports_it(backend, controller):
         assert job["result"]["knob_diff"][0]["knob"] == "cache_policy"
 
 
-async def finished(backend, timeout: float = 30.0) -> dict:
+async def finished(backend, timeout: float = 120.0) -> dict:
     """The job once it has ended, polled as the A/B view polls it."""
     deadline = time.monotonic() + timeout
     while (job := await backend.ab_status())["state"] == "running":

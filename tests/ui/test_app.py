@@ -13,6 +13,7 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input, Label, Static
 
 from tests.ui.conftest import until
+from tuner.control.errors import Unreachable
 from tuner.control.remote import RemoteBackend
 from tuner.format import COLUMN_SETS
 from tuner.settings import SettingsError, apply
@@ -287,7 +288,7 @@ async def test_an_unreachable_server_ends_the_app_with_a_message():
     app = create_app(RemoteBackend(f"http://127.0.0.1:{port}"))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-    assert app.return_code == 1
+    assert isinstance(app.failed, Unreachable) and "is `tuner serve` running" in str(app.failed)
 
 
 async def test_the_knob_form_never_traps_the_keyboard(embedded, controller):

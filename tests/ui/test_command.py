@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.cli import build_parser, main
+from tuner.cli import build_parser
 
 
 def test_tui_is_a_subcommand_with_knob_flags():
@@ -12,10 +12,9 @@ def test_tui_is_a_subcommand_with_knob_flags():
     assert args.command == "tui" and args.knob_moce_bonus == "0.85" and args.refresh_hz == 2
 
 
-def test_connect_refuses_flags_that_set_up_a_local_engine():
-    with pytest.raises(SystemExit, match="--preset, --moce-bonus"):
-        main(["tui", "--connect", "http://127.0.0.1:1", "--preset", "2q",
-              "--moce-bonus", "1"])
+def test_connect_refuses_flags_that_set_up_a_local_engine(refuses):
+    refuses(["tui", "--connect", "http://127.0.0.1:1", "--preset", "2q",
+              "--moce-bonus", "1"], "--preset, --moce-bonus")
 
 
 def test_refresh_rate_is_checked(capsys):

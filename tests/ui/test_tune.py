@@ -15,7 +15,8 @@ from tuner.control.errors import BackendError
 from tuner.control.models import TuneRequest, parse
 from tuner.settings import SettingsError
 from tuner.ui.app import create_app
-from tuner.ui.screens.tune import TuneScreen
+from tuner.ui.screens.ab_dialog import ABDialog
+from tuner.ui.screens.tune import TuneScreen, cells
 from tuner.ui.screens.tune_dialog import TuneDialog
 
 pytestmark = pytest.mark.anyio
@@ -63,6 +64,29 @@ async def test_backend_refuses_a_bad_space_and_starts_nothing(backend):
         with pytest.raises(SettingsError, match="trials = 0"):  # refused by the request
             parse(TuneRequest, {"trials": 0, "tokens": 8})
         assert await backend.tune_status() is None
+
+
+@pytest.mark.parametrize("dialog", [TuneDialog, ABDialog])
+async def test_a_dialog_shows_every_label_whole(embedded, dialog):
+    """A label beside each field, none cut: the Tune dialog's were cut at 22 columns."""
+    app = create_app(embedded)
+    async with app.run_test(size=SIZE) as pilot:
+        app.push_screen(dialog())
+        await until(lambda: isinstance(app.screen, dialog), pause=pilot.pause)
+        await pilot.pause()
+        labels = app.screen.query(".dialog-field Label")
+        assert len(labels) == len(dialog.model.model_fields)
+        for label in labels:
+            assert label.region.width >= len(str(label.content)), str(label.content)
+
+
+def test_trial_0_says_it_ran_the_baselines_own_values():
+    row = {"number": 0, "state": "complete", "score_pct": 0.4, "ms_per_token": 1.0,
+           "baseline_ms_per_token": 1.0, "bytes_per_token": 10, "hit_rate": 50.0,
+           "worker": "w", "rejected": None, "params": {"prefetch": "off"},
+           "baseline_values": True}
+    assert cells(row, [])[-1] == "the baseline's own values: prefetch=off"
+    assert cells({**row, "number": 1, "baseline_values": False}, [])[-1] == "prefetch=off"
 
 
 @pytest.mark.slow

@@ -6,6 +6,8 @@ import time
 
 import httpx
 
+from tuner.measure import ab
+
 
 def wait_done(url: str, timeout: float = 120.0) -> dict:
     deadline = time.monotonic() + timeout
@@ -17,7 +19,8 @@ def wait_done(url: str, timeout: float = 120.0) -> dict:
         time.sleep(0.2)
 
 
-def test_ab_of_two_presets(live):
+def test_ab_of_two_presets(live, hold):
+    release = hold(ab, "run_once")  # the A/B runs once the test releases it
     assert httpx.get(f"{live.url}/api/ab").status_code == 404
     r = httpx.post(f"{live.url}/api/ab", json={"a": "baseline", "b": "2q", "pairs": 1,
                                                "tokens": 16})
@@ -26,6 +29,7 @@ def test_ab_of_two_presets(live):
     assert live.session.state == "paused"  # the runs do not share the machine with it
     busy = httpx.post(f"{live.url}/api/ab", json={"a": "baseline", "b": "2q"})
     assert busy.status_code == 409 and "already running" in busy.json()["detail"]
+    release.set()
     job = wait_done(live.url)
     assert job["state"] == "done", job
     assert [run["arm"] for run in job["runs"]] == ["A", "B", "A"]

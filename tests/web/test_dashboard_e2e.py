@@ -110,13 +110,17 @@ def test_toggling_2q_and_the_bonus_changes_version_and_counters(live, open_page)
     shot(page, "dashboard-after-changes")
 
 
-def hover_change_marker(page, chart: str) -> None:
-    """Moves the mouse across a chart until it is over a settings-change marker."""
+def hover_change_marker(page, chart: str, sweeps: int = 20) -> None:
+    """Moves the mouse across a chart until it is over a settings-change marker: sweep
+    after sweep, as a loaded machine's page may draw the change's token a while after the
+    engine took it up."""
     box = page.locator(f"#chart-{chart} .u-over").bounding_box()
-    for x in range(int(box["width"]) - 1, 0, -3):
-        page.mouse.move(box["x"] + x, box["y"] + box["height"] / 2)
-        if "moce_bonus" in (page.locator("#change-info").text_content() or ""):
-            return
+    for _ in range(sweeps):
+        for x in range(int(box["width"]) - 1, 0, -3):
+            page.mouse.move(box["x"] + x, box["y"] + box["height"] / 2)
+            if "moce_bonus" in (page.locator("#change-info").text_content() or ""):
+                return
+        page.wait_for_timeout(500)
 
 
 def test_out_of_range_value_shows_the_error_and_changes_nothing(live, open_page):

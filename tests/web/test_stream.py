@@ -12,6 +12,7 @@ import httpx
 import pytest
 import websockets
 
+from tests.conftest import PATIENT_S
 from tests.web.live import serve
 
 
@@ -25,15 +26,19 @@ async def frames(ws, n: int, timeout: float = 10) -> list[dict]:
 
 
 def test_first_snapshot_comes_at_once(live):
+    """At once, then once a period: the first frame comes sooner than the second follows
+    it (a loaded machine stretches both alike; a first frame held for a period would not)."""
     async def main():
-        t0 = time.monotonic()
         async with websockets.connect(f"{live.ws_url}?rate=0.5", proxy=None) as ws:
-            first = json.loads(await asyncio.wait_for(ws.recv(), 5))
-            return first, time.monotonic() - t0
+            t0 = time.monotonic()  # open: the handshake is not the server's to hurry
+            first = json.loads(await asyncio.wait_for(ws.recv(), 60))
+            t1 = time.monotonic()
+            await asyncio.wait_for(ws.recv(), 60)
+            return first, t1 - t0, time.monotonic() - t1
 
-    first, waited = asyncio.run(main())
+    first, waited, period = asyncio.run(main())
     assert first["type"] == "snapshot" and first["data"]["schema"] == 1
-    assert waited < 1.5  # not after the 2 s period of rate 0.5
+    assert waited < period, (waited, period)
 
 
 def test_rest_change_shows_in_stream_and_counters_respond(live, monkeypatch):
@@ -51,7 +56,7 @@ def test_rest_change_shows_in_stream_and_counters_respond(live, monkeypatch):
 
     monkeypatch.setattr(live.session, "submit", counted_submit)
 
-    http = httpx.Client()  # made beforehand: a new client costs more than a token
+    http = httpx.Client(timeout=PATIENT_S)  # made beforehand: a new one costs more than a token
 
     async def main():
         async with websockets.connect(f"{live.ws_url}?rate=30", proxy=None) as ws:

@@ -8,6 +8,8 @@ import time
 
 import httpx
 
+from tuner.tune import run
+
 
 def wait(url: str, until, timeout: float = 120.0) -> dict:
     deadline = time.monotonic() + timeout
@@ -19,7 +21,8 @@ def wait(url: str, until, timeout: float = 120.0) -> dict:
         time.sleep(0.1)
 
 
-def test_a_tune_runs_on_the_server_and_pauses_the_live_session(live):
+def test_a_tune_runs_on_the_server_and_pauses_the_live_session(live, hold):
+    release = hold(run, "tune")  # the tune runs once the test releases it
     assert httpx.get(f"{live.url}/api/tune").status_code == 404
     r = httpx.post(f"{live.url}/api/tune", json={"trials": 3, "tokens": 8,
                                                  "space": "prefetch=off|stale"})
@@ -30,6 +33,7 @@ def test_a_tune_runs_on_the_server_and_pauses_the_live_session(live):
     assert busy.status_code == 409 and "a tune is running" in busy.json()["detail"]
     again = httpx.post(f"{live.url}/api/tune", json={"trials": 1})
     assert again.status_code == 409 and "already running" in again.json()["detail"]
+    release.set()
     job = wait(live.url, lambda j: j["state"] != "running")
     assert job["state"] == "done", job
     assert [r["number"] for r in job["rows"]] == [0, 1, 2]

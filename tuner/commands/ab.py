@@ -7,13 +7,14 @@ import sys
 
 from tuner.charts import plot_format
 from tuner.commands.args import (
-    INTERRUPTED,
     add_knob_flags,
     add_model_flags,
-    engine_settings,
+    make_demo_model,
     model_values,
     print_json,
+    settings_from_args,
 )
+from tuner.errors import CommandError, Exit
 from tuner.format import figure
 from tuner.measure.report import knob_change, result_lines
 
@@ -40,18 +41,15 @@ def _progress(i: int, n: int, run: dict) -> None:
 def main(args: argparse.Namespace) -> int:
     from tuner.control.models import ABSpec, parse
     from tuner.measure.ab import Interrupted, arm_settings, run_ab
-    from tuner.settings import SettingsError
 
     if args.warmup < 0:
-        raise SystemExit("tuner ab: --warmup must be at least 0")
+        raise CommandError("--warmup must be at least 0")
     if args.plot:
         plot_format(args.plot)
-    try:  # every field checked before the first run
-        spec = parse(ABSpec, model_values(args, ABSpec))
-    except SettingsError as err:
-        raise SystemExit(f"tuner ab: {err}") from None
-    base = engine_settings(args)
+    spec = parse(ABSpec, model_values(args, ABSpec))  # every field checked before a run
+    base = settings_from_args(args)
     a, b = arm_settings(spec.a, base), arm_settings(spec.b, base)
+    make_demo_model(args.command, base)
     try:
         result = run_ab(a, b, spec, args.warmup, _progress)
     except Interrupted as stop:  # what was measured is kept: shown, with no verdict
@@ -62,14 +60,18 @@ def main(args: argparse.Namespace) -> int:
         _plot(args, stop.runs)
         print(f"tuner ab: interrupted after {len(stop.runs)} of {stop.planned} measured runs; "
               "no verdict without every pair and the sentinel A", file=sys.stderr)
-        return INTERRUPTED
+        return Exit.INTERRUPTED
     result["labels"] = {"A": args.a, "B": args.b}
     _plot(args, result["runs"], result)
     if args.json:
         print_json(result)
-        return 0
-    _print(result)
-    return 0
+    else:
+        _print(result)
+    if result["interrupted"]:
+        print("tuner ab: interrupted after every run was measured: the verdict stands",
+              file=sys.stderr)
+        return Exit.INTERRUPTED
+    return Exit.REJECTED if result["rejected"] else Exit.OK
 
 
 def _plot(args: argparse.Namespace, runs: list[dict], result: dict | None = None) -> None:

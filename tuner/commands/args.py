@@ -1,21 +1,24 @@
 """What the commands share: knob flags generated from the knob table, settings from the
-flags, the demo model made on first use, integer lists and JSON output."""
+flags, the demo model made on first use, progress on stderr, integer lists and JSON
+output."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from tuner.errors import CommandError, Exit
 from tuner.knobs import GROUPS, INPUT_KNOBS, knob_flag
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from tuner.settings import Settings
-
-INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C or SIGTERM
 
 
 def given_knobs(args: argparse.Namespace) -> dict[str, Any]:
@@ -72,25 +75,78 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def engine_settings(args: argparse.Namespace) -> Settings:
-    """`settings_from_args`, then the demo model made first when the settings run it and it
-    is not there yet: the first start writes ~0.6 GB, which no command does silently."""
+    """`settings_from_args`, then the demo model made first when the settings run it."""
     settings = settings_from_args(args)
+    make_demo_model(args.command, settings)
+    return settings
+
+
+def make_demo_model(command: str, settings: Settings) -> None:
+    """Makes the demo model when `settings` run it and it is not there yet: the first start
+    writes ~0.6 GB, which no command does silently."""
+    from tuner.engine import recipes
+
+    if settings.model or recipes.is_made():
+        return
+    print(f"tuner {command}: making the demo model in {recipes.default_model_path()} (first "
+          "start only, ~0.6 GB; the folder is set by TUNER_HOME)", file=sys.stderr, flush=True)
     from tuner.engine import synth
 
-    if not settings.model and not synth.is_made():
-        print(f"tuner {args.command}: making the demo model in {synth.default_model_path()} "
-              "(first start only, ~0.6 GB; the folder is set by TUNER_HOME)", file=sys.stderr,
-              flush=True)
-        tty = sys.stderr.isatty()
+    with progress("shards") as update:
+        synth.ensure(progress=update)
 
-        def progress(done: int, total: int) -> None:
-            if tty or done == total:
-                end = "\n" if done == total else ""
-                print(f"\r  wrote {done} of {total} shards", end=end, file=sys.stderr,
-                      flush=True)
 
-        synth.ensure(progress=progress)
-    return settings
+@contextmanager
+def progress(what: str, total: int | None = None, poll: Callable[[], int] | None = None,
+             counted: bool = True) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr while the block runs, on a terminal only: the block calls
+    `update(done, total)`, or `poll()` is read four times a second; not `counted`, it
+    shows the time spent."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda done, total: None
+        return
+    columns = [TextColumn("{task.description}"), BarColumn(),
+               *([MofNCompleteColumn()] if counted else []), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(what, total=total)
+
+        def update(done: int, total: int | None = total) -> None:
+            bar.update(task, completed=done, total=total)
+
+        stop = threading.Event()
+
+        def follow() -> None:
+            while poll is not None and not stop.wait(0.25):
+                update(poll())
+
+        threading.Thread(target=follow, daemon=True).start()
+        try:
+            yield update
+        finally:
+            stop.set()
+
+
+@contextmanager
+def extra(name: str) -> Iterator[None]:
+    """Imports within need the optional extra `name` (pyproject.toml): a library it brings
+    that is not installed is one line saying how to install it."""
+    try:
+        yield
+    except ModuleNotFoundError as err:
+        if (err.name or "tuner").partition(".")[0] == "tuner":
+            raise  # a module of tuner itself: a bug, not a missing extra
+        raise CommandError(f"{err.name} is not installed; it comes with the {name} extra: "
+                           f"pip install 'tuner[{name}]'", Exit.UNAVAILABLE) from None
 
 
 def int_list(what: str, minimum: int):

@@ -8,18 +8,17 @@ import argparse
 import logging
 import shutil
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from tuner.commands.args import add_knob_flags, engine_settings, print_json
-from tuner.engine import quant, synth, trace_format
-from tuner.engine.checkpoint import DTYPE_NAMES, Checkpoint
-from tuner.engine.opening import pick_device
-from tuner.engine.session import Session
-from tuner.engine.stats import routing_stats
+from tuner.commands.args import add_knob_flags, engine_settings, extra, print_json, progress
+from tuner.engine import recipes
+from tuner.errors import CommandError
 from tuner.format import figure
-from tuner.settings import to_config
+
+# The quantizer's choices, named here so that a mistake is answered before torch loads
+# (tests/commands check them against tuner.engine.quant's).
+BITS, GROUPS = (8, 4), (32, 64, 128)
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -33,16 +32,16 @@ def register(p: argparse.ArgumentParser) -> None:
     which.add_argument("--like", type=Path, metavar="TRACE",
                        help="a model of a routing trace's shape (layers, experts, top-k), to "
                        "drive with --routing TRACE")
-    make.add_argument("--hidden-size", type=int, default=synth.DEFAULT.hidden_size,
+    make.add_argument("--hidden-size", type=int, default=recipes.DEFAULT.hidden_size,
                       help="with --like: hidden size D (default %(default)s)")
-    make.add_argument("--expert-width", type=int, default=synth.DEFAULT.expert_width,
+    make.add_argument("--expert-width", type=int, default=recipes.DEFAULT.expert_width,
                       help="with --like: expert width I; an expert is 3 x D x I weights "
                       "(default %(default)s)")
-    which.add_argument("--shape", choices=tuple(synth.SHAPES),
+    which.add_argument("--shape", choices=tuple(recipes.SHAPES),
                        help="a model with this MoE's published dimensions instead")
     make.add_argument("--layers", type=int,
                       help="with --shape: the first N layers only (to fit a disk)")
-    make.add_argument("--dtype", choices=tuple(DTYPE_NAMES),
+    make.add_argument("--dtype", choices=tuple(recipes.DTYPES),
                       help="weights' dtype (default bf16; the tiny test model fp32)")
     make.add_argument("--out", type=Path, help="folder (default: the model cache)")
     make.add_argument("--force", action="store_true", help="replace an existing folder")
@@ -51,8 +50,8 @@ def register(p: argparse.ArgumentParser) -> None:
                                           "int4, and report what that costs in output quality")
     qz.add_argument("source", type=Path, help="model folder to quantize")
     qz.add_argument("out", type=Path, help="folder to write")
-    qz.add_argument("--bits", type=int, choices=quant.BITS, default=4)
-    qz.add_argument("--group", type=int, choices=quant.GROUPS, default=64,
+    qz.add_argument("--bits", type=int, choices=BITS, default=4)
+    qz.add_argument("--group", type=int, choices=GROUPS, default=64,
                     help="weights per scale, along each matrix's input dimension")
     qz.add_argument("--tokens", type=int, default=64,
                     help="greedy tokens of the quality comparison (default 64; 0 = skip it)")
@@ -77,41 +76,32 @@ def register(p: argparse.ArgumentParser) -> None:
     stats.set_defaults(func=_stats)
 
 
-@contextmanager
-def _progress(what: str):
-    """A progress bar on stderr fed by a (done, total) callback."""
-    from rich.progress import Progress
-
-    with Progress(transient=True) as bar:
-        task = bar.add_task(what, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
-
-
 def _make(args: argparse.Namespace) -> int:
     if args.layers is not None and not args.shape:
-        raise SystemExit("tuner model make: --layers needs --shape")
-    try:
-        if args.shape:
-            recipe = synth.shape(args.shape, args.layers, args.dtype or "bf16")
-        elif args.like:
-            if min(args.hidden_size, args.expert_width) < 1:
-                raise ValueError("--hidden-size and --expert-width must be >= 1")
-            recipe = synth.like(trace_format.load(args.like), args.hidden_size,
-                                args.expert_width)
-            recipe = replace(recipe, dtype=args.dtype or recipe.dtype)
-        else:
-            recipe = synth.TINY if args.tiny else synth.DEEP if args.deep else synth.DEFAULT
-            recipe = replace(recipe, dtype=args.dtype or recipe.dtype)
-    except ValueError as err:
-        raise SystemExit(f"tuner model make: {err}") from None
-    out = args.out or synth.default_model_path(recipe)
+        raise CommandError("--layers needs --shape")
+    if args.shape:
+        recipe = recipes.shape(args.shape, args.layers, args.dtype or "bf16")
+    elif args.like:
+        from tuner.engine import trace_format
+
+        if min(args.hidden_size, args.expert_width) < 1:
+            raise CommandError("--hidden-size and --expert-width must be >= 1")
+        recipe = recipes.like(trace_format.load(args.like), args.hidden_size,
+                              args.expert_width)
+        recipe = replace(recipe, dtype=args.dtype or recipe.dtype)
+    else:
+        recipe = recipes.TINY if args.tiny else recipes.DEEP if args.deep else recipes.DEFAULT
+        recipe = replace(recipe, dtype=args.dtype or recipe.dtype)
+    out = args.out or recipes.default_model_path(recipe)
     if out.exists() and args.force:
         shutil.rmtree(out)
     if out.exists():
         print(f"{out} already exists (use --force to make it again)")
         return 0
-    with _progress(f"{recipe.id}: shards") as progress:
-        synth.write(recipe, out, progress)
+    from tuner.engine import synth
+
+    with progress(f"{recipe.id}: shards") as update:
+        synth.write(recipe, out, update)
     print(f"wrote {recipe.id} to {out}")
     if args.like:
         print(f"drive it with: --model {out} --routing {args.like}")
@@ -119,22 +109,26 @@ def _make(args: argparse.Namespace) -> int:
 
 
 def _quantize(args: argparse.Namespace) -> int:
+    from tuner.engine import quant
+    from tuner.engine.checkpoint import Checkpoint
+    from tuner.engine.opening import pick_device
+
     try:
         source = Checkpoint(args.source)
         device = pick_device(args.device)
     except (OSError, ValueError, KeyError) as err:
-        raise SystemExit(f"tuner model quantize: {err}") from None
+        raise CommandError(str(err)) from None
     if source.quant is not None:
-        raise SystemExit(f"tuner model quantize: {args.source} is already quantized "
-                         f"({source.quant.bits} bits); quantize a float model")
+        raise CommandError(f"{args.source} is already quantized ({source.quant.bits} bits); "
+                           "quantize a float model")
     q = quant.Quant(args.bits, args.group)
     routed = f".{source.config.spec.moe}.experts."
     is_expert: Callable[[str], bool] = lambda name: routed in name  # noqa: E731
     try:
-        with _progress(f"int{q.bits} g{q.group}: shards") as progress:
-            quant.write_quantized(source.folder, args.out, q, is_expert, progress)
+        with progress(f"int{q.bits} g{q.group}: shards") as update:
+            quant.write_quantized(source.folder, args.out, q, is_expert, update)
     except (OSError, ValueError) as err:
-        raise SystemExit(f"tuner model quantize: {err}") from None
+        raise CommandError(str(err)) from None
     out = Checkpoint(args.out)
     report = {"source": str(source.folder), "out": str(out.folder), "bits": q.bits,
               "group": q.group, "source_expert_bytes": source.expert_bytes,
@@ -158,28 +152,24 @@ def _quantize(args: argparse.Namespace) -> int:
     return 0
 
 
-MADE = {"demo": synth.DEFAULT, "tiny": synth.TINY}
+MADE = {"demo": recipes.DEFAULT, "tiny": recipes.TINY}
 
 
 def _gguf(args: argparse.Namespace) -> int:
-    try:
-        from tuner.gguf_export import GGUFError, convert
-    except ModuleNotFoundError as err:
-        raise SystemExit(f"tuner model gguf: {err.name} is missing; install the gguf extra: "
-                         "pip install 'tuner[gguf]'") from None
+    if args.out.exists() and not args.force:
+        raise CommandError(f"{args.out} already exists (use --force to replace it)")
+    with extra("gguf"):
+        from tuner.gguf_export import convert
 
     logging.getLogger("gguf").setLevel(logging.WARNING)  # its writer logs each step
-    if args.out.exists() and not args.force:
-        raise SystemExit(f"tuner model gguf: {args.out} already exists (use --force to "
-                         "replace it)")
     folder, recipe = Path(args.model), MADE.get(args.model)
     if recipe:
-        with _progress(f"{recipe.id}: shards") as progress:
-            folder = synth.ensure(recipe, progress=progress)
-    try:
-        done = convert(folder, args.out, args.dtype)
-    except GGUFError as err:
-        raise SystemExit(f"tuner model gguf: {err}") from None
+        from tuner.engine import synth
+
+        with progress(f"{recipe.id}: shards") as update:
+            folder = synth.ensure(recipe, progress=update)
+    with progress(f"{args.out.name}: tensors") as update:
+        done = convert(folder, args.out, args.dtype, update)
     size = done.path.stat().st_size
     print(f"wrote {folder.name} ({done.arch}, {done.dtype}, written by {done.writer}) to "
           f"{done.path}: {size / 2**20:.1f} MiB")
@@ -187,9 +177,16 @@ def _gguf(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    session = Session(to_config(engine_settings(args)))
+    settings = engine_settings(args)  # checked before torch loads
+    from tuner.engine.session import Session
+    from tuner.engine.stats import routing_stats
+    from tuner.settings import to_config
+
+    session = Session(to_config(settings))
     try:
-        session.run(args.tokens)
+        with progress(f"decoding {args.tokens} tokens", args.tokens,
+                      poll=lambda: session.tokens):
+            session.run(args.tokens)
         stats = routing_stats(session)
     finally:
         session.engine.close()

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tuner.commands.args import add_knob_flags, print_json, settings_from_args
+from tuner.errors import CommandError
 from tuner.knobs import BY_NAME
 from tuner.presets import PresetExists, Store, knob_diff
 
@@ -112,7 +113,7 @@ def save(args: argparse.Namespace) -> int:
     try:
         preset = store.save(args.name, settings, args.description, based_on, args.overwrite)
     except PresetExists as err:
-        raise SystemExit(f"tuner presets save: {err} (--overwrite)") from None
+        raise CommandError(f"{err} (--overwrite)") from None
     print(f"saved {preset.path}")
     return 0
 
@@ -130,13 +131,9 @@ def export_preset(args: argparse.Namespace) -> int:
 
 
 def import_preset(args: argparse.Namespace) -> int:
-    from tuner.presets_export import ImportProblems, import_env, import_file
+    from tuner.presets_export import import_env, import_file
 
-    try:
-        preset = import_file(Store(), args.file, args.name, args.description, args.overwrite)
-    except ImportProblems as err:
-        print(f"tuner presets import: {err}", file=sys.stderr)
-        return 2
+    preset = import_file(Store(), args.file, args.name, args.description, args.overwrite)
     read = import_env(args.file.read_text(), str(args.file))  # it was just read whole
     at_default = [BY_NAME[k].env for k in read if k not in preset.knobs]
     print(f"saved {preset.path}: {len(read)} knobs read, {len(preset.knobs)} kept"
@@ -149,7 +146,6 @@ def apply(args: argparse.Namespace) -> int:
     """Through the remote backend, as the terminal UI connected to a server applies one."""
     import asyncio
 
-    from tuner.control.errors import BackendError
     from tuner.control.remote import RemoteBackend
 
     async def applied() -> int:
@@ -160,9 +156,6 @@ def apply(args: argparse.Namespace) -> int:
         finally:
             await backend.close()
 
-    try:
-        version = asyncio.run(applied())
-    except BackendError as err:
-        raise SystemExit(f"tuner presets apply: {err}") from None
+    version = asyncio.run(applied())
     print(f"applied {args.name}: settings version {version}")
     return 0

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tuner.commands.args import add_knob_flags, engine_settings, print_json
+from tuner.errors import CommandError
 from tuner.format import knob_text
 from tuner.settings import SettingsError, apply, from_texts, to_config
 
@@ -60,30 +61,30 @@ def parse_sweep(items: list[str]) -> dict[str, list[str]]:
 
 
 def main(args: argparse.Namespace) -> int:
+    base = engine_settings(args)
+    grid = parse_sweep(args.sweep)
+    # every combination validated before the first is measured, and before torch loads
+    runs = [(dict(zip(grid, combo)), to_config(apply(base, from_texts(dict(zip(grid, combo))))))
+            for combo in itertools.product(*grid.values())]
     from tuner.engine.checkpoint import Checkpoint
     from tuner.engine.opening import model_folder
     from tuner.measure.perplexity import DEMO_SEED, demo_text, evaluate
 
-    base = engine_settings(args)
-    grid = parse_sweep(args.sweep)
-    # every combination validated before the first is measured
-    runs = [(dict(zip(grid, combo)), to_config(apply(base, from_texts(dict(zip(grid, combo))))))
-            for combo in itertools.product(*grid.values())]
     if args.text is not None:
         try:
             text = args.text.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
-            raise SystemExit(f"tuner quality: --text {args.text}: {err}") from None
+            raise CommandError(f"--text {args.text}: {err}") from None
         source = str(args.text)
     else:
         if args.tokens < 2:
-            raise SystemExit("tuner quality: --tokens must be at least 2")
+            raise CommandError("--tokens must be at least 2")
         try:
             text = demo_text(Checkpoint(model_folder(base)), args.tokens,
                              progress=progress(f"sampling the text: {args.tokens} words of "
                                                "the exact model"))
         except ValueError as err:
-            raise SystemExit(f"tuner quality: {err}") from None
+            raise CommandError(str(err)) from None
         source = f"the model's own sample: {args.tokens} words, exact routing, seed {DEMO_SEED}"
     results = []
     for i, (knobs, cfg) in enumerate(runs, 1):
@@ -92,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
             results.append({**knobs, **evaluate(
                 cfg, text, progress(f"measuring {i} of {len(runs)}: {at}"))})
         except ValueError as err:
-            raise SystemExit(f"tuner quality: {err}") from None
+            raise CommandError(str(err)) from None
     if args.json:
         print_json({"text": source, "runs": results})
         return 0

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tuner.commands.args import add_knob_flags, engine_settings, int_list, print_json
+from tuner.commands.args import add_knob_flags, engine_settings, int_list, print_json, progress
+from tuner.errors import CommandError, Exit
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -20,33 +21,47 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.tokens < 1:
+        raise CommandError("--tokens must be at least 1")
+    settings = engine_settings(args)  # checked before torch loads
+    from tuner.engine.opening import unknown_words_note
     from tuner.engine.session import Session
     from tuner.settings import to_config
 
-    if args.tokens < 1:
-        raise SystemExit("tuner run: --tokens must be at least 1")
-    settings = engine_settings(args)
     try:
         session = Session(to_config(settings), prompt_ids=args.prompt_ids, prompt=args.prompt)
     except ValueError as err:
-        raise SystemExit(f"tuner run: {err}") from None
+        raise CommandError(str(err)) from None
     if session.unknown_words:
-        words = ", ".join(dict.fromkeys(session.unknown_words))
-        print(f"tuner run: warning: {len(session.unknown_words)} prompt word(s) are not in "
-              f"the model's vocabulary and were read as "
-              f"{session.tokenizer.model.unk_token}: {words}", file=sys.stderr)
+        print(f"tuner run: warning: {unknown_words_note(session.tokenizer, session.unknown_words)}",
+              file=sys.stderr)
     vocab = session.ckpt.config.vocab_size
     if args.prompt_ids and max(args.prompt_ids) >= vocab:
-        raise SystemExit(f"tuner run: --prompt-ids must be < {vocab} (the model's vocabulary)")
+        session.engine.close()
+        raise CommandError(f"--prompt-ids must be < {vocab} (the model's vocabulary)")
+    stopped = False
     try:
-        session.run(args.tokens)
+        try:
+            with progress(f"decoding {args.tokens} tokens", args.tokens,
+                          poll=lambda: session.tokens):
+                session.run(args.tokens)
+        except KeyboardInterrupt:  # what was decoded so far is reported
+            stopped = True
         snap = session.snapshot()
     finally:
         session.engine.close()
     snap["output_ids"] = list(session.output_ids)
+    if stopped:
+        print(f"tuner run: interrupted after {snap['totals']['tokens']} of {args.tokens} "
+              "tokens; the figures below are theirs", file=sys.stderr)
     if args.json:
         print_json(snap)
-        return 0
+    else:
+        _print(snap)
+    return Exit.INTERRUPTED if stopped else Exit.OK
+
+
+def _print(snap: dict) -> None:
     t = snap["totals"]
     print(f"{snap['model']['name']}: {t['tokens']} tokens, {t['ms_per_token']} ms/token, "
           f"hit rate {t['hit_rate']} %, {t['sync_misses_per_token']} sync misses/token, "
@@ -68,4 +83,3 @@ def main(args: argparse.Namespace) -> int:
         print(f"prompt: {snap['text']['prompt']}\noutput: {snap['text']['output']}")
     for note in snap["notes"]:
         print(f"note: {note}")
-    return 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tuner.commands.args import add_knob_flags, engine_settings, print_json
 from tuner.engine import trace_format
+from tuner.errors import CommandError
 from tuner.format import fixed
 from tuner.traces.importers import (
     FORMATS,
@@ -78,12 +79,13 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def _record(args: argparse.Namespace) -> int:
+    if args.tokens < 1:
+        raise CommandError("--tokens must be at least 1")
+    settings = engine_settings(args)  # checked before torch loads
     from tuner.settings import to_config
     from tuner.traces.record import record
 
-    if args.tokens < 1:
-        raise SystemExit("tuner trace record: --tokens must be at least 1")
-    trace, snap = record(to_config(engine_settings(args)), args.tokens, args.logits)
+    trace, snap = record(to_config(settings), args.tokens, args.logits)
     trace_format.save(trace, args.out)
     t = snap["totals"]
     print(f"wrote {args.out}: {trace.tokens} tokens x {trace.layers} layers x top-{trace.top_k}"
@@ -107,7 +109,7 @@ def _print_report(problems: dict, notes: list[str]) -> None:
 
 def _import(args: argparse.Namespace) -> int:
     if args.num_experts is not None and args.num_experts < 1:
-        raise SystemExit("tuner trace import: --num-experts must be at least 1")
+        raise CommandError("--num-experts must be at least 1")
     opts = Options(args.num_experts, args.sequence_key, args.probs_key, args.phase)
     try:
         trace = import_trace(args.format, args.src, opts, args.model, args.expert_bytes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tuner.commands.args import add_knob_flags, engine_settings, given_knobs
+from tuner.errors import CommandError, Exit
 from tuner.knobs import knob_flag
 from tuner.ui import DEFAULT_REFRESH_HZ, MAX_REFRESH_HZ
 
@@ -47,7 +48,7 @@ def _connected(args: argparse.Namespace) -> int:
     if args.preset:
         given.insert(0, "--preset")
     if given:
-        raise SystemExit(f"tuner tui: {', '.join(given)} set up a local engine; with --connect "
+        raise CommandError(f"{', '.join(given)} set up a local engine; with --connect "
                          "change settings in the UI or with the server's API")
     from tuner.control.remote import RemoteBackend
     from tuner.ui.app import create_app
@@ -59,6 +60,7 @@ def _connected(args: argparse.Namespace) -> int:
 
 
 def _embedded(args: argparse.Namespace) -> int:
+    settings = engine_settings(args)  # checked before torch loads
     from tuner.control.controller import Controller
     from tuner.control.embedded import EmbeddedBackend
     from tuner.engine.session import Session
@@ -66,11 +68,10 @@ def _embedded(args: argparse.Namespace) -> int:
     from tuner.settings import to_config
     from tuner.ui.app import create_app
 
-    settings = engine_settings(args)
     try:
         session = Session(to_config(settings))
     except (OSError, ValueError) as err:  # a missing or unreadable model folder
-        raise SystemExit(f"tuner tui: {err}") from None
+        raise CommandError(str(err)) from None
     session.start()
     store = Store()
     store.clean()
@@ -85,4 +86,6 @@ def _run(app) -> int:
     app.run()
     if app.interrupted:  # by SIGTERM: the command ends as Ctrl-C ends it
         raise KeyboardInterrupt
-    return app.return_code or 0
+    if app.failed:
+        raise app.failed
+    return Exit.BUG if app.return_code else Exit.OK  # Textual printed the traceback

@@ -7,7 +7,8 @@ import argparse
 import sys
 
 from tuner.charts import plot_format
-from tuner.commands.args import INTERRUPTED, add_knob_flags, print_json, settings_from_args
+from tuner.commands.args import add_knob_flags, extra, print_json, settings_from_args
+from tuner.errors import CommandError, Exit
 from tuner.format import figure
 from tuner.measure.rules import check_limits
 from tuner.settings import SettingsError, non_default
@@ -42,8 +43,10 @@ def register(p: argparse.ArgumentParser) -> None:
                    f"(default {SENTINEL_EVERY})")
     p.add_argument("--storage", help="Optuna storage: a URL (sqlite:///..., "
                    "postgresql://...) or a file path (default: tune.db in TUNER_HOME)")
-    p.add_argument("--study", default="tune", help="study name; a study that exists is "
-                   "resumed (default tune)")
+    p.add_argument("--study", help="study name; a study that exists is resumed, when run "
+                   "with the same baseline, space, objective, span and gate (default: one "
+                   "study for each of those, so the same tune resumes and another starts its "
+                   "own; with --trials 0, the study run last)")
     p.add_argument("--sampler-seed", type=int, default=0, help="seed of the TPE sampler")
     p.add_argument("--save-best", metavar="NAME", help="save the fastest trial of the "
                    "Pareto front (or --trial N) as preset NAME, then A/B it against the "
@@ -69,34 +72,43 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     for name, least in (("trials", 0), ("tokens", 1), ("sentinel_every", 1), ("workers", 1),
-                        ("ab_pairs", 0), ("ab_tokens", 1)):
+                        ("ab_pairs", 0)):
         if getattr(args, name) < least:
-            raise SystemExit(f"tuner tune: --{name.replace('_', '-')} must be at least {least}")
+            raise CommandError(f"--{name.replace('_', '-')} must be at least {least}")
     if args.warmup is not None and args.warmup < 0:
-        raise SystemExit("tuner tune: --warmup must be at least 0")
+        raise CommandError("--warmup must be at least 0")
     if args.trials == 0 and not args.save_best:
-        raise SystemExit("tuner tune: --trials 0 runs nothing; add --save-best NAME to save "
-                         "from the study")
+        raise CommandError("--trials 0 runs nothing; add --save-best NAME to save from the "
+                           "study")
     if (args.trial is not None or args.overwrite) and not args.save_best:
-        raise SystemExit("tuner tune: --trial and --overwrite go with --save-best NAME")
+        raise CommandError("--trial and --overwrite go with --save-best NAME")
     if args.plot:
         plot_format(args.plot)
-    try:
-        check_limits(args.max_kl, args.min_agreement)
-    except SettingsError as err:
-        raise SystemExit(f"tuner tune: {err}") from None
+    check_limits(args.max_kl, args.min_agreement)
+    if args.save_best and args.ab_pairs:  # the closing A/B's range, checked before a trial
+        from tuner.control.models import ABSpec, parse
+
+        try:
+            parse(ABSpec, {"a": "baseline", "b": args.save_best, "pairs": args.ab_pairs,
+                           "tokens": args.ab_tokens})
+        except SettingsError as err:
+            raise CommandError(f"the closing A/B (--ab-pairs, --ab-tokens): {err}") from None
 
 
 def main(args: argparse.Namespace) -> int:
     _check(args)
-    from tuner.tune import run, study
+    base = settings_from_args(args)  # checked before Optuna and torch load
+    with extra("tune"):
+        import tqdm  # noqa: F401 (the progress bar's, from the same extra)
+
+        from tuner.tune import run, study
 
     out = sys.stderr if args.json else sys.stdout
     if args.trials == 0:  # save from a study already run: its own baseline and space
         url = study.storage_url(args.storage)
-        result = run.summary(study.load_study(url, args.study), url, True)
+        result = run.summary(study.load_study(url, args.study or study.latest_study(url)),
+                             url, True)
     else:
-        base = settings_from_args(args)
         spec = run.Spec(base=non_default(base), space=args.space, fix=args.fix,
                         objective=args.objective, tokens=args.tokens,
                         warmup=args.tokens if args.warmup is None else args.warmup,
@@ -116,7 +128,9 @@ def main(args: argparse.Namespace) -> int:
         result["saved"] = _save_and_check(result, args, out)
     if args.json:
         print_json(result)
-    return 0 if result["complete"] else INTERRUPTED
+    if not result["complete"]:
+        return Exit.INTERRUPTED
+    return Exit.REJECTED if result.get("saved", {}).get("ab", {}).get("rejected") else Exit.OK
 
 
 class Progress:
@@ -155,6 +169,11 @@ def _changed(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "-"
 
 
+def _knobs(t: dict) -> str:
+    """A trial's knobs; trial 0's are the baseline's own, and say so."""
+    return ("the baseline's own values: " if t["baseline_values"] else "") + _changed(t["params"])
+
+
 def _print_front(r: dict, out) -> None:
     trials = r["trials"]
     done = sum(t["state"] == "complete" for t in trials)
@@ -163,7 +182,8 @@ def _print_front(r: dict, out) -> None:
     print(f"study {r['study']!r} in {r['storage']}: {len(trials)} trials, {done} passed, "
           f"{len(rejected)} rejected{'' if r['complete'] else ' (stopped early)'}", file=out)
     for t in rejected[-5:]:
-        print(f"  trial {t['number']} rejected: {t['rejected']}", file=out)
+        print(f"  trial {t['number']} rejected: {t['rejected']}"
+              + (" (it ran the baseline's own values)" if t["baseline_values"] else ""), file=out)
     print(f"Pareto front ({OBJECTIVE_LABEL[objective]} against the paired baseline, "
           "bytes read per token):", file=out)
     print(f"{'trial':>5} {'vs base':>8} {'ms/token':>9} {'base ms':>8} {'bytes/token':>12} "
@@ -172,7 +192,7 @@ def _print_front(r: dict, out) -> None:
         print(f"{t['number']:>5} {t['score_pct']:>+7.1f}% {t['ms_per_token']:>9.3f} "
               f"{t['baseline_ms_per_token']:>8.3f} {t['bytes_per_token']:>12} "
               f"{t['hit_rate']:>6} {figure(t['quality_kl']):>8}  {t['worker']}: "
-              f"{_changed(t['params'])}", file=out)
+              f"{_knobs(t)}", file=out)
 
 
 def _save_and_check(r: dict, args: argparse.Namespace, out) -> dict:

@@ -88,11 +88,13 @@ class Controller:
         self.tune = TuneRunner(self.slot, lambda: self.settings)
         self.curve_worker = LiveCurve(session)
 
-    def close(self) -> None:
-        """Stops a tune, the session and the curve's worker process."""
+    def close(self, timeout: float = 30.0) -> bool:
+        """Stops a tune, the curve's worker process and the session, waiting at most
+        `timeout` seconds for the decode thread to reach a token boundary; False when it
+        did not (Session.stop)."""
         self.tune.stop()
         self.curve_worker.close()
-        self.session.stop()
+        return self.session.stop(timeout)
 
     @property
     def version(self) -> int:

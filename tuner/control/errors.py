@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tuner.errors import TunerError
+from tuner.errors import Exit, TunerError
 from tuner.presets import (
     PresetError,
     PresetExists,
@@ -30,6 +30,12 @@ class JobBusy(TunerError, RuntimeError):
 
 class BackendError(TunerError):
     """An operation of a backend failed; the message is meant for the operator."""
+
+
+class Unreachable(BackendError):
+    """No server answers at the address: nothing was sent."""
+
+    exit_status = Exit.UNAVAILABLE
 
 
 class Rejected(BackendError):

@@ -44,7 +44,8 @@ from tuner.tune.worker import DEFAULT_OBJECTIVE, OBJECTIVES
 M = TypeVar("M", bound=BaseModel)
 
 BASELINE = "baseline"  # the preset a UI offers as arm A
-# What a job on a running server may ask for: it pauses the live session while it runs.
+# What an A/B or a tune may ask for, on the command line as on a running server (where it
+# pauses the live session while it runs, so its runs are bounded).
 AB_PAIRS = (1, 8)
 RUN_TOKENS = (8, 4096)  # tokens per A/B run, measured tokens per tune trial
 TUNE_TRIALS = (1, 500)
@@ -204,10 +205,12 @@ class ABSpec(QualityGate):
                    "sentinel: a preset name (`tuner ab` also takes a .toml file or "
                    "knob=value pairs)")
     b: str = Field(title="preset B", description="arm B, in the same forms as A")
-    pairs: Annotated[Whole, Within(1)] = Field(4, title="A B pairs",
-                                               description="A B pairs before the sentinel A")
-    tokens: Annotated[Whole, Within(1)] = Field(64, title="tokens per run",
-                                                description="tokens per run")
+    pairs: Annotated[Whole, Within(*AB_PAIRS)] = Field(
+        4, title="A B pairs", description="A B pairs before the sentinel A, "
+        f"{AB_PAIRS[0]} to {AB_PAIRS[1]}")
+    tokens: Annotated[Whole, Within(*RUN_TOKENS)] = Field(
+        64, title="tokens per run", description=f"tokens per run, {RUN_TOKENS[0]} to "
+        f"{RUN_TOKENS[1]}")
     workloads: Annotated[list[str], BeforeValidator(_names)] = Field(
         [], max_length=8, title="workloads (a,b,...)", description="workloads to run the "
         f"pairs on, each in turn: {', '.join(WORKLOADS)} or a JSON-lines file (empty: the "
@@ -229,21 +232,12 @@ class ABSpec(QualityGate):
 
 class ABRequest(ABSpec):
     """An A/B of two presets asked of a running server. It runs in the background while
-    the live session is paused, so its runs are bounded."""
+    the live session is paused."""
 
     @field_validator("a", "b")
     @classmethod
     def _preset_name(cls, name: str) -> str:
         return check_name(name)  # a PresetError (a ValueError) says what a name may be
-
-    @field_validator("pairs", "tokens")
-    @classmethod
-    def _live_bounds(cls, value: int, info: ValidationInfo) -> int:
-        low, high = {"pairs": AB_PAIRS, "tokens": RUN_TOKENS}[str(info.field_name)]
-        if not low <= value <= high:
-            raise ValueError(f"{info.field_name} = {value}: must be from {low} to {high} "
-                             "for an A/B on the server")
-        return value
 
 
 class TuneRequest(QualityGate):

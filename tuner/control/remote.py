@@ -21,7 +21,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
 from tuner.control.api import Backend, Operation
-from tuner.control.errors import BackendError, backend_error
+from tuner.control.errors import BackendError, Unreachable, backend_error
 from tuner.engine.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,10 @@ class RemoteBackend(Backend):
             raise BackendError("the remote backend is not open")
         try:
             response = await self._http.request(method, path, **kwargs)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as err:
+            raise Unreachable(f"{self.where}: nothing answers there ({err or type(err).__name__});"
+                              " is `tuner serve` running, and on that port (its --port)?"
+                              ) from None
         except httpx.HTTPError as err:
             raise BackendError(f"{self.where}{path}: {err or type(err).__name__}") from None
         if response.status_code == none_when:

@@ -34,20 +34,11 @@ from tuner.engine.probe import Probe
 from tuner.engine.quality import QualityProbe
 from tuner.engine.route_log import RouteLog
 from tuner.engine.routing_source import open_routing
-from tuner.engine.slots import RESIDENT, quotas_for
+from tuner.engine.slots import RESIDENT, arena_slots, quotas_for
 from tuner.engine.speculate import Speculator
 from tuner.engine.tiers import Sites, Tier
 from tuner.engine.verify import Verifier
 from tuner.interplay import Facts, adapt_fetch_on, drop_cold_on, moce_on, warnings
-
-DEFAULT_ARENA_SHARE = 0.20
-
-
-def arena_slots(requested: int, layers: int, experts: int) -> int:
-    total = layers * experts
-    if requested <= 0:
-        return max(1, round(total * DEFAULT_ARENA_SHARE))
-    return min(requested, total)
 
 
 class Engine:

@@ -14,6 +14,7 @@ reads its misses in place from host memory and the next layer's predicted misses
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 
 class DeviceFirst:
     def __init__(self, engine: Engine):
-        self.engine = engine
+        # a proxy, as LayerWork's
+        self.engine = weakref.proxy(engine)
         self.run: DeviceStep | None = None  # made when the device path first runs
         self._launched: list[tuple[int, int] | None] = [None] * engine.mc.num_layers
 

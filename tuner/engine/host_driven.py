@@ -9,6 +9,7 @@ ahead, lands and computes (layer_work.py), or hands the misses to the link and C
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
 class HostDriven:
     def __init__(self, engine: Engine):
-        self.engine = engine
+        # a proxy, as LayerWork's
+        self.engine = weakref.proxy(engine)
 
     def step(self, token: int, pos: int) -> torch.Tensor:
         """One token through every layer; its logits [V]."""

@@ -9,6 +9,7 @@ the speculator speculation and limbo.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -41,7 +42,9 @@ class Routed:
 
 class LayerWork:
     def __init__(self, engine: Engine):
-        self.engine = engine
+        # a proxy: the engine owns this, and a cycle would keep a replaced engine's memory
+        # until the collector runs instead of freeing it at the rebuild
+        self.engine = weakref.proxy(engine)
 
     def account(self, l: int, routed: Routed, stale: np.ndarray | None,
                 logits: torch.Tensor | None = None) -> tuple[list[int], list[int] | None]:

@@ -66,6 +66,18 @@ def encode(tokenizer, text: str) -> tuple[list[int], list[str]]:
     return encoding.ids, unknown
 
 
+def unknown_words_note(tokenizer, words: list[str]) -> str:
+    """What a prompt lost to the unknown token, and what the vocabulary holds instead."""
+    vocab = tokenizer.get_vocab_size()
+    unk = tokenizer.model.unk_token
+    some = [t for i in range(0, vocab, max(1, vocab // 6))
+            if (t := tokenizer.id_to_token(i)) not in (None, unk)]
+    shown = ", ".join(words[:8]) + (f" and {len(words) - 8} more" if len(words) > 8 else "")
+    return (f"{len(words)} prompt word(s) are not in the model's vocabulary and were read as "
+            f"{unk}: {shown}; its vocabulary is {vocab} words such as {', '.join(some)}, so "
+            "write prompts in those (or give token ids)")
+
+
 TORCH_THREADS = torch.get_num_threads()  # torch's own default, before anything changed it
 
 

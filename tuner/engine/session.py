@@ -153,14 +153,21 @@ class Session(SettingsVersions):
         self._thread = threading.Thread(target=self._loop, name="tuner-decode", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stops the decode thread at its next token boundary and closes the engine; False
+        when the thread is still inside a token after `timeout` seconds (a long prefill on
+        a loaded machine, a stuck disk): the engine is then left to it, not closed under
+        it (a daemon thread: it ends with the process)."""
         with self._lock:
             self._stop = True
             self.engine.hurry.set()
             self._lock.notify_all()
         if self._thread:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                return False
         self.engine.close()
+        return True
 
     def _loop(self) -> None:
         use_threads(self.cfg.threads)
@@ -267,5 +274,5 @@ class Session(SettingsVersions):
             pending = self.version if self.version > self.settled_version else None
             moment = Moment(self.seq, self.state, self.error, self.applied_version, pending,
                             self.cfg, list(self.changes), self.engine, self.ckpt, self.device,
-                            self.conversation, self.tokenizer)
+                            self.conversation, self.tokenizer, list(self.unknown_words))
         return build_snapshot(moment, self._gains)

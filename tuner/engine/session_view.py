@@ -17,6 +17,7 @@ from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.conversation import Conversation
 from tuner.engine.counters import Counters
 from tuner.engine.decode import Engine
+from tuner.engine.opening import unknown_words_note
 from tuner.engine.snapshot import Change, Experts, Snapshot, State
 from tuner.engine.trace_format import Trace
 from tuner.knobs import config_dict
@@ -40,6 +41,7 @@ class Moment:
     device: torch.device
     conversation: Conversation
     tokenizer: object | None
+    unknown_words: list[str]  # words of a prompt the tokenizer does not know
 
 
 def expert_view(engine: Engine, ckpt: Checkpoint, window: bool) -> Experts:
@@ -116,6 +118,7 @@ def build_snapshot(m: Moment, gains: SlotGains) -> Snapshot:
         "output_hash": conv.output_hash,
         "window": c.view(True, resident, quota, gain),
         "text": conv.text(m.tokenizer),
-        "notes": eng.notes(),
+        "notes": eng.notes() + ([unknown_words_note(m.tokenizer, m.unknown_words)]
+                                if m.unknown_words else []),
         "changes": m.changes,
     }

@@ -26,6 +26,15 @@ from tuner.knobs import BY_NAME, budget_list, even_budgets
 FREE, RESIDENT, SPEC, LIMBO = "free", "resident", "spec", "limbo"
 HIT, CLAIMED_SPEC, MISS, BYPASS = "hit", "spec", "miss", "bypass"
 Key = tuple[int, int]  # (layer, expert)
+DEFAULT_ARENA_SHARE = 0.20  # of the layer-expert pairs, for an expert_cache of 0 (auto)
+
+
+def arena_slots(requested: int, layers: int, experts: int) -> int:
+    """The arena's slots for an `expert_cache` of `requested` (0: the default share)."""
+    total = layers * experts
+    if requested <= 0:
+        return max(1, round(total * DEFAULT_ARENA_SHARE))
+    return min(requested, total)
 
 
 class QuotaError(TunerError, ValueError):

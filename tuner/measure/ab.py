@@ -19,10 +19,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tuner.engine.session import Session
 from tuner.knobs import lossy_total
-from tuner.measure.compare import compare, schedule
-from tuner.measure.rules import QUALITY_EVERY, evaluate, ruleset, ruleset_label, verdict
+from tuner.measure.compare import compare, preload, schedule
+from tuner.measure.rules import QUALITY_EVERY, REJECT, evaluate, ruleset, ruleset_label, verdict
 from tuner.presets import PresetError, knob_diff, resolve
 from tuner.settings import Settings, SettingsError, apply, from_texts, to_config
 
@@ -82,6 +81,8 @@ def _phase(t: dict) -> dict[str, Any]:
 
 
 def run_once(settings: Settings, tokens: int) -> dict[str, Any]:
+    from tuner.engine.session import Session  # torch where it runs: arms are checked first
+
     cfg = to_config(settings)
     session = Session(cfg if cfg.quality_every else replace(cfg, quality_every=QUALITY_EVERY))
     try:
@@ -111,18 +112,20 @@ def repeated(runs: list[dict]) -> dict[str, Any]:
     return out
 
 
-def _pairs(a: Settings, b: Settings, pairs: int, tokens: int, workload: str, first: int,
-           total: int, progress: Callable[[int, int, dict], None] | None,
-           measured: list[dict[str, Any]]) -> dict[str, Any]:
-    """A B A B ... A on one workload, compared; each run is also added to `measured`."""
-    runs = []
+def _measure(a: Settings, b: Settings, pairs: int, tokens: int, workload: str, first: int,
+             total: int, progress: Callable[[int, int, dict], None] | None,
+             measured: list[dict[str, Any]]) -> None:
+    """Runs A B A B ... A on one workload, each run added to `measured` as it ends."""
     for i, arm in enumerate(schedule(pairs), first):
         run = {"run": i, "arm": arm, "workload": workload,
                **run_once(a if arm == "A" else b, tokens)}
-        runs.append(run)
         measured.append(run)
         if progress:
             progress(i, total, run)
+
+
+def _compared(workload: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One workload's runs, compared."""
     result = compare([r["ms_per_token"] for r in runs])
     for arm in ("A", "B"):
         result["arms"][arm].update(repeated([r for r in runs if r["arm"] == arm]))
@@ -147,22 +150,37 @@ def run_ab(a: Settings, b: Settings, spec: ABSpec, warmup: int = 1,
     `spec.workloads` (default: the one A's settings name) and compares them; `spec.rules`
     names a rule set (rules.py) and `spec.max_kl` / `spec.min_agreement` the quality gate,
     whose outcomes per workload and phase decide the verdict. `progress(i, n, run)` after
-    each run. Ctrl-C raises Interrupted with the runs measured so far."""
-    pairs, tokens = spec.pairs, spec.tokens
-    rule_list = ruleset(spec.rules, spec.max_kl, spec.min_agreement)
-    label = ruleset_label(spec.rules, rule_list)
+    each run. Ctrl-C raises Interrupted with the runs measured so far; once every run is
+    measured it stops nothing: the result has its verdict and says `interrupted`."""
     names = list(spec.workloads or [a.workload])
     arms = {w: (apply(a, {"workload": w}), apply(b, {"workload": w})) for w in names}
-    per = len(schedule(pairs))
+    per = len(schedule(spec.pairs))
     measured: list[dict[str, Any]] = []
+    interrupted = False
     try:
+        preload()  # the verdict's statistics, loaded before the runs, not after the last
         for _ in range(warmup):  # page cache and lazy initialisation, paid before measuring
-            run_once(arms[names[0]][0], tokens)
-        results = [_pairs(*arms[w], pairs, tokens, w, 1 + i * per, per * len(names),
-                          progress, measured)
-                   for i, w in enumerate(names)]
+            run_once(arms[names[0]][0], spec.tokens)
+        for i, w in enumerate(names):
+            _measure(*arms[w], spec.pairs, spec.tokens, w, 1 + i * per, per * len(names),
+                     progress, measured)
     except KeyboardInterrupt:
-        raise Interrupted(measured, per * len(names)) from None
+        if len(measured) < per * len(names):
+            raise Interrupted(measured, per * len(names)) from None
+        interrupted = True
+    while True:  # the runs are all measured: the comparison is computed again if cut short
+        try:
+            return {**_result(a, b, spec, warmup, names, measured), "interrupted": interrupted}
+        except KeyboardInterrupt:
+            interrupted = True
+
+
+def _result(a: Settings, b: Settings, spec: ABSpec, warmup: int, names: list[str],
+            measured: list[dict[str, Any]]) -> dict[str, Any]:
+    """The comparison of every workload's runs, the rules' outcomes and the verdict."""
+    rule_list = ruleset(spec.rules, spec.max_kl, spec.min_agreement)
+    label = ruleset_label(spec.rules, rule_list)
+    results = [_compared(w, [r for r in measured if r["workload"] == w]) for w in names]
     lossy = {"A": lossy_total(a), "B": lossy_total(b)}
     outcomes = [o for r in results for o in evaluate(rule_list, r["workload"], r["runs"],
                                                      lossy)]
@@ -172,11 +190,11 @@ def run_ab(a: Settings, b: Settings, spec: ABSpec, warmup: int = 1,
         timing = "; ".join(f"{r['workload']}: {r['verdict']}" for r in results)
     final = f"{verdict(label, outcomes, names)}. Timing: {timing}" if rule_list else timing
     first = results[0]
-    return {"pairs": pairs, "tokens": tokens, "warmup_runs": warmup,
+    return {"pairs": spec.pairs, "tokens": spec.tokens, "warmup_runs": warmup,
             "start_state": START_STATE, "model": first["runs"][0]["model"],
             "arena_slots": {"A": first["runs"][0]["arena_slots"],
                             "B": first["runs"][1]["arena_slots"]},
-            "knob_diff": knob_diff(a, b), **first,
-            "runs": [run for r in results for run in r["runs"]],
+            "knob_diff": knob_diff(a, b), **first, "runs": measured,
             "workloads": results, "rules": label, "outcomes": outcomes, "verdict": final,
-            "notes": span_notes([run for r in results for run in r["runs"]], tokens)}
+            "rejected": any(o["status"] == REJECT for o in outcomes),
+            "notes": span_notes(measured, spec.tokens)}

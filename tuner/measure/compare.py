@@ -37,6 +37,12 @@ def _sign(diff: float) -> str:
     return "B slower" if diff > 0 else "B faster" if diff < 0 else "equal"
 
 
+def preload() -> None:
+    """Imports the statistics a verdict needs (2 s of SciPy): a runner calls it before its
+    first run, so a verdict due after the last run is not that long in coming."""
+    import scipy.stats  # noqa: F401
+
+
 def compare(ms: list[float]) -> dict:
     """The comparison of ms-per-token timings given in schedule order (A B ... A). Every
     figure is rounded once, here, and the verdict is written from the rounded figures, so
@@ -64,7 +70,7 @@ def compare(ms: list[float]) -> dict:
     if pairs < 2:
         reasons.append("one pair gives no spread of the pair differences: run 2 or more")
     else:
-        from scipy.stats import t as student_t  # 2 s to import: only when a verdict is due
+        from scipy.stats import t as student_t  # 2 s to import: see preload
 
         half = round(student_t.ppf((1 + CONFIDENCE) / 2, pairs - 1) * pair_stdev
                      / math.sqrt(pairs), 4)

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +26,7 @@ import torch
 from tuner.bench.limits import describe
 from tuner.bench.sections import GPU, Options, chosen
 from tuner.engine import synth
+from tuner.errors import CommandError, Exit, run
 from tuner.knobs import BY_NAME, Config
 
 SITES_FRACS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)  # the sweep at real link and CPU speed
@@ -39,12 +41,12 @@ def knob_values(text: str) -> dict:
         name, _, value = item.partition("=")
         knob = BY_NAME.get(name.strip())
         if knob is None:
-            raise SystemExit(f"gpu_suite: --set {name!r} is not a knob")
+            raise CommandError(f"--set {name!r} is not a knob")
         word = value.strip().lower()
         try:
             out[knob.name] = SWITCH[word] if knob.type is bool else knob.type(value.strip())
         except (KeyError, ValueError):
-            raise SystemExit(f"gpu_suite: --set {knob.name}={value!r}: allowed "
+            raise CommandError(f"--set {knob.name}={value!r}: allowed "
                              f"{knob.allowed()}") from None
     return out
 
@@ -66,11 +68,8 @@ def main() -> int:
     p.add_argument("--json-name", default="gpu-suite.json")
     args = p.parse_args()
     if not torch.cuda.is_available():
-        raise SystemExit("gpu_suite: torch sees no CUDA device")
-    try:
-        sections = chosen(args.only.split(","))
-    except ValueError as err:
-        raise SystemExit(f"gpu_suite: {err}") from None
+        raise CommandError("torch sees no CUDA device", Exit.UNAVAILABLE)
+    sections = chosen(args.only.split(","))
     t0 = time.perf_counter()
     if args.shape:
         model = str(synth.ensure(synth.shape(args.shape, args.layers)))
@@ -102,4 +101,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(run("gpu_suite", main))

@@ -203,7 +203,13 @@ class LiveCurve:
             return self._latest
 
     def close(self) -> None:
+        """Ends the worker process now, a curve in the middle of its computation too (the
+        process would otherwise wait for it at exit: seconds on a loaded machine)."""
         with self._lock:
             if self._pool is not None:
+                # before shutdown, which forgets them; Python 3.14's terminate_workers
+                processes = list(getattr(self._pool, "_processes", {}).values())
                 self._pool.shutdown(wait=False, cancel_futures=True)
+                for process in processes:
+                    process.terminate()
                 self._pool = None

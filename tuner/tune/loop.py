@@ -10,9 +10,11 @@ and every finished trial stays in the study.
 
 from __future__ import annotations
 
+import signal
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import optuna
@@ -88,6 +90,40 @@ def judge(study: optuna.Study, trial: optuna.Trial, settings: Settings, result: 
                        figures["bytes_per_token"]])
 
 
+class Interrupts:
+    """Ctrl-C and SIGTERM held back while the study is written and let through while a
+    worker measures, where they stop the tune: a storage write cut in half leaves SQLite
+    locked to the rest of the process, and the stop's own writes then fail. Off the main
+    thread (a server's tune) there are no signals to hold: `stop` ends such a tune."""
+
+    def __init__(self) -> None:
+        self.pending = False  # one came while held: raised where they are let through
+        self._handlers: dict[int, Any] = {}
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.pending = True
+
+    def hold(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._handlers[sig] = signal.signal(sig, self._note)
+
+    def release(self) -> None:
+        for sig, handler in self._handlers.items():
+            signal.signal(sig, handler)
+        self._handlers = {}
+
+    @contextmanager
+    def let_through(self) -> Iterator[None]:
+        self.release()
+        try:
+            if self.pending:
+                raise KeyboardInterrupt
+            yield
+        finally:
+            self.hold()
+
+
 # ("start", {number, params}, study) as a trial is sent to a worker; ("done", its row,
 # study) once the study was told
 Event = Callable[[str, dict[str, Any], optuna.Study], None]
@@ -102,15 +138,18 @@ def run_trials(study: optuna.Study, space: Space, base: Settings, pool: Pool, tr
     stop = stop or threading.Event()
     idle, running = list(range(pool.size)), set()
     waiting: dict[int, tuple[optuna.Trial, Settings]] = {}  # measured or running, not told
+    received: list[dict[str, Any]] = []  # settled by a worker, not told yet
     asked = 0
 
-    # A trial stays in `waiting` until the study was told about it, so a stop at any
-    # point (SIGTERM lands between any two lines) finds it there and fails it.
-    def tell(results: list[dict[str, Any]]) -> None:
-        for result in results:
-            trial, settings = waiting[result["number"]]
-            judge(study, trial, settings, result, objective, guards)
-            del waiting[result["number"]]
+    # A trial stays in `waiting` until the study was told about it, and a settled one in
+    # `received`, so a stop while a worker measures finds it there: a settled trial is
+    # told, one still running is failed.
+    def tell() -> None:
+        while received:
+            trial, settings = waiting[received[0]["number"]]
+            if not study.trials[trial.number].state.is_finished():  # else told already
+                judge(study, trial, settings, received[0], objective, guards)
+            del waiting[received.pop(0)["number"]]
             on_event("done", row(study.trials[trial.number]), study)
 
     def fail_waiting(reason: str) -> None:
@@ -121,6 +160,8 @@ def run_trials(study: optuna.Study, space: Space, base: Settings, pool: Pool, tr
             study.tell(trial, state=FAIL)
             on_event("done", row(study.trials[trial.number]), study)
 
+    interrupts = Interrupts()
+    interrupts.hold()
     try:
         while True:
             while idle and asked < trials and not stop.is_set():
@@ -145,14 +186,21 @@ def run_trials(study: optuna.Study, space: Space, base: Settings, pool: Pool, tr
                 pool.submit(worker, trial.number, params)
                 on_event("start", {"number": trial.number, "params": params}, study)
             if not running:
-                tell(pool.finish(closing=True))  # the sentinel after each worker's last
+                with interrupts.let_through():  # the sentinel after each worker's last
+                    received.extend(pool.finish(closing=True))
+                tell()
                 fail_waiting("its worker failed before its baseline was measured again")
                 return asked >= trials and not stop.is_set()
-            worker, settled = pool.next_done()
+            with interrupts.let_through():
+                worker, settled = pool.next_done()
+                received.extend(settled)
             running.discard(worker)
             idle.append(worker)
-            tell(settled)
+            tell()
     except (KeyboardInterrupt, Stopped):
-        tell(pool.finish(closing=False))  # measured: paired with the baseline before only
+        received.extend(pool.finish(closing=False))  # paired with the baseline before only
+        tell()
         fail_waiting("stopped before its measurement finished")
         return False
+    finally:
+        interrupts.release()

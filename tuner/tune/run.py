@@ -13,7 +13,7 @@ from tuner.settings import validate
 from tuner.tune.guards import Guard, guards_for
 from tuner.tune.loop import Event, LocalPool, Pool, run_trials
 from tuner.tune.space import Space, build_space
-from tuner.tune.study import front, open_study, row, rows, storage_url
+from tuner.tune.study import front, open_study, row, rows, storage_url, study_name
 from tuner.tune.worker import DEFAULT_OBJECTIVE, SENTINEL_EVERY, Span, TrialWorker
 
 
@@ -78,17 +78,19 @@ def summary(study: optuna.Study, storage: str, complete: bool) -> dict[str, Any]
             "front": [row(t) for t in front(study)]}
 
 
-def tune(spec: Spec, trials: int, storage: str | None = None, study: str = "tune",
+def tune(spec: Spec, trials: int, storage: str | None = None, study: str | None = None,
          seed: int = 0, ray: str | None = None, workers: int = 2,
          guards: list[Guard] | None = None, on_event: Event | None = None,
          stop: threading.Event | None = None, pool: Pool | None = None) -> dict[str, Any]:
-    """Runs `trials` trials into study `study` (created or resumed) and sums it up.
-    Raises SettingsError for a bad space or baseline, TuneError for a study that cannot be
-    resumed with this spec; nothing is measured then."""
+    """Runs `trials` trials into study `study` (created or resumed; default: the study of
+    this spec, `study_name`) and sums it up. Raises SettingsError for a bad space or
+    baseline, TuneError for a study that cannot be resumed with this spec; nothing is
+    measured then."""
     space = spec.space_of()
     base = validate(spec.base)
     url = storage_url(storage)
-    opened = open_study(url, study, spec.recorded(space), seed)
+    recorded = spec.recorded(space)
+    opened = open_study(url, study or study_name(recorded), recorded, seed)
     if not opened.trials:  # the baseline's own values first: its score is the noise floor
         opened.enqueue_trial({k: v for d in space.dimensions
                               for k, v in d.parameters(getattr(base, d.name)).items()},

@@ -10,9 +10,12 @@ pairing.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import socket
 import warnings
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +71,45 @@ def open_study(storage: str, name: str, spec: dict[str, Any], seed: int) -> optu
     elif old != spec:
         differ = sorted(k for k in spec.keys() | old.keys() if spec.get(k) != old.get(k))
         raise TuneError(f"study {name!r} in {storage} was run with other "
-                        f"{', '.join(differ)} ({', '.join(f'{k}: {old.get(k)!r}' for k in differ)}"
-                        f"); give the same to resume it, or name a new --study")
+                        + "; other ".join(f"{k} ({_shown(old.get(k))}; now {_shown(spec.get(k))})"
+                                          for k in differ)
+                        + ": give the same to resume it, or another --study (without one, "
+                        "each baseline, space, objective, span and gate has a study of its "
+                        "own)")
     fail_abandoned(study)
     return study
+
+
+def _shown(value: Any) -> str:
+    """A recorded value as a line reads it: a mapping as name=value pairs."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_shown(v)}" for k, v in value.items() if v is not None) \
+            or "none"
+    return str(value)
+
+
+def study_name(spec: dict[str, Any]) -> str:
+    """The default name of a study: one per recorded spec, so running the same tune again
+    resumes it and a tune of other tokens, space or baseline starts its own."""
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    return f"tune-{digest[:8]}"
+
+
+def latest_study(storage: str) -> str:
+    """The name of the tune study run last in `storage`: the one whose newest trial started
+    last."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage)
+             if "spec" in s.user_attrs]
+    if not names:
+        raise TuneError(f"no tune study in {storage} yet: run a tune first")
+
+    def started(name: str) -> datetime:
+        trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
+        return max((t.datetime_start for t in trials if t.datetime_start),
+                   default=datetime.min)
+
+    return max(names, key=started)
 
 
 def driver() -> str:
@@ -136,6 +174,8 @@ def row(t: optuna.trial.FrozenTrial) -> dict[str, Any]:
             "top1_agreement": fig.get("top1_agreement"),
             "baseline_ms_per_token": base.get("ms_per_token"),
             "baseline_index": base.get("index"),
+            # trial 0 runs the baseline's own values: its score is the study's noise floor
+            "baseline_values": bool(a.get("baseline_values")),
             "rejected": a.get("rejected")}
 
 

@@ -127,6 +127,9 @@ class TrialWorker:
         self.name = name or worker_name()
         self.baselines: list[dict] = []  # every baseline measurement, in order
         self.waiting: list[dict] = []  # trials measured since the latest baseline
+        # Trials settled and not handed out yet: kept here, not in a local, so a stop
+        # during the next trial's measurement still finds them (`settle`).
+        self.settled: list[dict] = []
 
     def _baseline(self) -> None:
         self.baselines.append({"index": len(self.baselines), **self.measure(self.base)})
@@ -134,31 +137,40 @@ class TrialWorker:
     def trial(self, number: int, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Measures trial `number` (its figures, or why the engine refused it); returns
         the earlier trials this settles, with the baseline each pairs with."""
-        settled = []
         if not self.baselines:
             self.measure(self.base)  # page cache and lazy initialisation, paid unmeasured
             self._baseline()
         elif len(self.waiting) >= self.every:
-            settled = self.settle()
+            self._settle(closing=True)
         out: dict[str, Any] = {"number": number, "worker": self.name}
         try:
             out["figures"] = self.measure(apply(self.base, params))
         except SettingsError as err:
             out["refused"] = str(err)
         self.waiting.append(out)
-        return settled
+        return self._hand_out()
 
     def settle(self, closing: bool = True) -> list[dict[str, Any]]:
-        """The waiting trials with their baseline: the mean of the one before them and one
-        measured now, or (`closing` False, as when stopped) the one before alone."""
+        """Every settled trial not handed out yet, with the waiting trials settled now
+        against the mean of the baseline before them and one measured now, or
+        (`closing` False, as when stopped) against the one before alone."""
+        self._settle(closing)
+        return self._hand_out()
+
+    def _settle(self, closing: bool) -> None:
         if not self.waiting:
-            return []
+            return
         before = self.baselines[-1]
         if closing:
             self._baseline()
         pair = paired(before, self.baselines[-1] if closing else None)
-        settled, self.waiting = [{**t, "baseline": pair} for t in self.waiting], []
-        return settled
+        self.settled, self.waiting = (self.settled + [{**t, "baseline": pair}
+                                                      for t in self.waiting], [])
+
+    def _hand_out(self) -> list[dict[str, Any]]:
+        out, self.settled = self.settled, []
+        return out
+
     def close(self) -> None:
         close = getattr(self.measure, "close", None)
         if close:

@@ -109,6 +109,7 @@ class TunerApp(App[int]):
         self._painted: tuple | None = None
         self._log_handlers: list[logging.Handler] = []
         self.interrupted = False  # ended by SIGTERM: the command reports it as Ctrl-C
+        self.failed: BackendError | None = None  # ended by the backend: the command says why
 
     def _terminate(self) -> None:
         self.interrupted = True
@@ -128,7 +129,8 @@ class TunerApp(App[int]):
             self.knob_specs = await self.backend.knobs()
             self.state = await self.backend.state()
         except BackendError as err:
-            self.exit(return_code=1, message=f"tuner tui: {err}")
+            self.failed = err
+            self.exit()
             return
         self.run_worker(self.backend.follow(), name="snapshots", group="snapshots")
         self.set_interval(1 / self.refresh_hz, self.repaint, name="repaint")

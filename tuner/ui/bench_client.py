@@ -24,6 +24,7 @@ from textual.drivers.headless_driver import HeadlessDriver
 
 from tuner.control.api import Backend
 from tuner.control.remote import RemoteBackend
+from tuner.errors import CommandError, run
 from tuner.ui.app import TunerApp, create_app
 
 
@@ -65,12 +66,12 @@ def main() -> None:
         while (line := (await asyncio.to_thread(sys.stdin.readline)).strip()) == "probe":
             say(f"{time.process_time()} {SinkDriver.written}")
         if line != "close":
-            raise SystemExit(f"expected probe or close, got {line!r}")
+            raise CommandError(f"expected probe or close, got {line!r}")
 
     for line in sys.stdin:
         command, url, screen = line.split()
         if command != "open":
-            raise SystemExit(f"expected open URL SCREEN, got {line!r}")
+            raise CommandError(f"expected open URL SCREEN, got {line!r}")
         # the snapshot rate `tuner tui --connect` asks for by default: the repaint rate
         asyncio.run(attach(RemoteBackend(url, rate=refresh_hz), screen, refresh_hz, size,
                            commands))
@@ -78,4 +79,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run("tuner.ui.bench_client", main))

@@ -62,12 +62,15 @@ class FormDialog(Dialog[M | None], Generic[M]):
         self.initial = initial  # a field's first text, where not its default
 
     def form(self) -> ComposeResult:
-        # A label beside each field: a placeholder is gone once there is a value.
-        for name in field_order(self.model):
+        # A label beside each field, as wide as the longest: a placeholder is gone once
+        # there is a value.
+        names = field_order(self.model)
+        width = max(len(self.model.model_fields[n].title or n) for n in names) + 1
+        for name in names:
             field = self.model.model_fields[name]
             label = field.title or name
             with Horizontal(classes="dialog-field"):
-                yield Label(label)
+                yield Label(label).set_styles(f"width: {width};")
                 yield Input(_text(self.initial.get(name, field.default)), placeholder=label,
                             type=_input_type(field.annotation), compact=True,
                             id=f"{self.prefix}-{name}")

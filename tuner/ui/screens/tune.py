@@ -25,6 +25,11 @@ def knobs(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
+def trial_knobs(r: dict[str, Any]) -> str:
+    """A trial's knobs; trial 0's are the baseline's own, and say so."""
+    return ("the baseline's own values: " if r["baseline_values"] else "") + knobs(r["params"])
+
+
 def progress(job: dict[str, Any]) -> str:
     head = (f"study {job['study']}: {job['done']} of {job['trials']} trials, {job['tokens']} "
             f"measured tokens each, {job['objective']} objective; ")
@@ -45,7 +50,7 @@ def best(job: dict[str, Any]) -> str:
         return f"best so far: none yet; Pareto front: {front}"
     return (f"best so far: trial {b['number']}, {fixed(b['score_pct'], '+.1f')} % against its "
             f"baseline ({fixed(b['ms_per_token'])} vs {fixed(b['baseline_ms_per_token'])} "
-            f"ms/token), {b['bytes_per_token']} bytes/token: {knobs(b['params'])}\n"
+            f"ms/token), {b['bytes_per_token']} bytes/token: {trial_knobs(b)}\n"
             f"Pareto front (ms/token vs baseline, bytes/token): trials {front}")
 
 
@@ -54,7 +59,7 @@ def cells(r: dict[str, Any], front: list[int]) -> tuple:
     return (r["number"], state, fixed(r["score_pct"], "+.1f"), fixed(r["ms_per_token"]),
             fixed(r["baseline_ms_per_token"]), fixed(r["bytes_per_token"], "d"),
             fixed(r["hit_rate"], ".2f"), r["worker"] or "-",
-            r["rejected"] or knobs(r["params"]))
+            r["rejected"] or trial_knobs(r))
 
 
 class TuneScreen(Screen):
