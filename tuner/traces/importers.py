@@ -30,6 +30,10 @@ format) or a glob; several make one trace, in natural name order.
   one prefill batch (all prompts concatenated), then decode batches of B rows, row i
   being request i. The importer finds the phases from the batch sizes and by default
   keeps the decode phase as one sequence per request (`--phase decode|prefill|all`).
+
+What is read is bounded (tuner.engine.inputs.ROUTE_LOGS): regular files only, 1 GiB for
+all the files of one import together, 1 MiB a line, 128 KiB a CSV field; an import holds
+one line at a time and its routings, at most 5 times the bytes read.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.engine.trace_format import Trace, TraceError
+from tuner.engine import inputs
+from tuner.engine.trace_format import MAX_EXPERTS, Trace, TraceError
 from tuner.traces.assemble import Problems, Routing, Sequencer, assemble
 
 SEQUENCE_KEYS = ("problem_id", "req_id", "request_id", "seq_id", "sequence")
@@ -95,11 +100,12 @@ def expand(srcs: list[Path], suffix: str) -> list[Path]:
     """The files SRC arguments name: files as given, folders' `*suffix` files, globs."""
     files: list[Path] = []
     for src in srcs:
-        if src.is_dir():
+        what = inputs.kind(src)
+        if what == "folder":
             found = sorted(src.glob(f"*{suffix}"), key=_natural)
             if not found:
                 raise TraceError(f"{src}: no {suffix} files in the folder")
-        elif src.exists():
+        elif what != "missing":  # a file, or something else that opening it refuses
             found = [src]
         else:
             found = sorted((Path(p) for p in glob.glob(str(src))), key=_natural)
@@ -129,20 +135,29 @@ def _floats(value, name: str) -> list[float]:
 
 
 def _json_lines(path: Path, problems: Problems) -> Iterator[tuple[str, dict]]:
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            where = f"{path.name}:{n}"
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                problems.add("unreadable", f"{where}: not JSON ({err.msg})")
-                continue
-            if not isinstance(obj, dict):
-                problems.add("unreadable", f"{where}: a JSON object is expected")
-                continue
-            yield where, obj
+    for n, line in inputs.read_lines(path, inputs.ROUTE_LOGS):
+        where = f"{path.name}:{n}"
+        if not line.strip():
+            continue
+        try:
+            obj = inputs.loads(line)
+        except json.JSONDecodeError as err:
+            problems.add("unreadable", f"{where}: not JSON ({err.msg})")
+            continue
+        if not isinstance(obj, dict):
+            problems.add("unreadable", f"{where}: a JSON object is expected")
+            continue
+        yield where, obj
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    """The lines of `path` as text, one at a time; TraceError at one that is not UTF-8."""
+    for n, line in inputs.read_lines(path, inputs.ROUTE_LOGS):
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise TraceError(f"{path.name}:{n}: not UTF-8 text ({err.reason}); a route log "
+                             "is UTF-8 text") from None
 
 
 def _parsed(where: str, problems: Problems, needs: str, parse):
@@ -151,7 +166,7 @@ def _parsed(where: str, problems: Problems, needs: str, parse):
         return parse()
     except KeyError as err:
         problems.add("unreadable", f"{where}: no {err.args[0]!r}; {needs}")
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:  # overflow: a float beyond 1e308
         problems.add("unreadable", f"{where}: {err}")
     return None
 
@@ -254,10 +269,13 @@ def read_csv(files: list[Path], problems: Problems, opts: Options) -> Source:
     fields = _Fields(problems)
     texts = 0
     for number, path in enumerate(files):
-        with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
+        reader = csv.DictReader(_text_lines(path))
+        try:
             col = _columns(reader.fieldnames, path)
             rows = [(f"{path.name}:{reader.line_num}", row) for row in reader]
+        except csv.Error as err:  # a field over the csv module's limit of 128 KiB, ...
+            raise TraceError(f"{path.name}:{reader.line_num}: not a CSV row ({err}); a field "
+                             f"holds at most {csv.field_size_limit():,} characters") from None
         fields.unused(f"{path.name}:1", [c for c in reader.fieldnames if c not in
                                          col.values()], set())
         long_form = "experts" not in col
@@ -484,17 +502,24 @@ def import_trace(fmt: str, srcs: list[Path] | Path, opts: Options | None = None,
         raise TraceError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if opts is not None and opts.phase not in PHASES:
         raise TraceError(f"phase {opts.phase!r}: expected one of {', '.join(PHASES)}")
+    if opts is not None and opts.num_experts is not None and not (
+            1 <= opts.num_experts <= MAX_EXPERTS):
+        raise TraceError(f"num_experts {opts.num_experts}: a trace has 1 to {MAX_EXPERTS:,} "
+                         "experts per layer")
     opts = opts or Options()
     reader, suffix = FORMATS[fmt]
-    files = expand([Path(s) for s in ([srcs] if isinstance(srcs, (str, Path)) else srcs)],
-                   suffix)
     problems, notes = Problems(), []
     try:
         try:
+            files = expand([Path(s) for s in ([srcs] if isinstance(srcs, (str, Path))
+                                              else srcs)], suffix)
+            inputs.within(files, inputs.ROUTE_LOGS)
             source = reader(files, problems, opts)
-        except (OSError, UnicodeDecodeError) as err:
-            raise TraceError(f"{err.filename or files[0]}: cannot be read as {fmt}: "
-                             f"{err}") from None
+        except inputs.PathError as err:  # a file of another kind, over a limit, ...
+            raise TraceError(str(err)) from None
+        except OSError as err:  # a file that failed while it was read
+            raise TraceError(f"{err.filename or 'a route log'}: cannot be read as {fmt}: "
+                             f"{err.strerror or err}") from None
         notes = source.notes
         meta = {**source.meta, "expert_bytes": expert_bytes, "import_notes": notes}
         if model:
