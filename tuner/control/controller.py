@@ -89,8 +89,9 @@ class Controller:
         self.curve_worker = LiveCurve(session)
 
     def close(self) -> None:
-        """Stops a tune, the session and the curve's worker process."""
-        self.tune.stop()
+        """Stops a tune (waiting a moment for it to fail its trial in flight), the session
+        and the curve's worker process."""
+        self.tune.close()
         self.curve_worker.close()
         self.session.stop()
 
