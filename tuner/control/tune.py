@@ -86,12 +86,17 @@ class TuneRunner:
     def job(self) -> TuneJob | None:
         """The latest tune, running or over; before this server started one, the latest a
         server ran (stopped with it)."""
-        job = self.slot.latest.get(TuneJob.kind)
-        if isinstance(job, TuneJob):
-            return job
+        if self._started is not None:
+            return self._started
         if not self._earlier:
             self._earlier.append(earlier_tune())
         return self._earlier[0]
+
+    @property
+    def _started(self) -> TuneJob | None:
+        """The latest tune this server started."""
+        job = self.slot.latest.get(TuneJob.kind)
+        return job if isinstance(job, TuneJob) else None
 
     def start(self, request: TuneRequest) -> TuneJob:
         """Raises SettingsError for a bad space or fix and JobBusy while another job runs;
@@ -123,8 +128,11 @@ class TuneRunner:
         then is failed in the study from here."""
         from tuner.tune.study import fail_ours, load_study
 
-        job = self.stop()
-        if job is None or not job.busy or self.slot.join(timeout):
+        job = self._started
+        if job is None or not job.busy:
+            return
+        self.stop()
+        if self.slot.join(timeout):
             return
         try:
             fail_ours(load_study(job.storage, job.study), "stopped: the server stopped "
