@@ -142,23 +142,25 @@ class Limit:
         return text + (f", each line at most {_size(self.line)}" if self.line else "")
 
 
-# Each well above the largest real file of its kind (route logs of a few hundred MiB, a
-# Qwen3 tokenizer.json of 11 MiB, configs and presets of a few KiB), and small enough that
-# what a reader builds from it fits in memory (docs/security.md: the multiple of each).
-ROUTE_LOGS = Limit("route log", 1 * GiB, line=1 * MiB)  # all files of one import together
+# Each well above the largest real file of its kind (route logs of tens to a few hundred
+# MiB, a Gemma tokenizer.json of 33 MiB, a DeepSeek-V3 safetensors index of 9 MiB, configs
+# and presets of a few KiB), and small enough that what a reader builds from it fits in
+# memory: docs/security.md gives each reader's measured multiple (JSON parses to at most
+# 25 times its bytes, an array of empty objects being the worst case).
+ROUTE_LOGS = Limit("route log", 512 * MiB, line=1 * MiB)  # all the files of an import
 WORKLOAD = Limit("workload file", 16 * MiB, line=1 * MiB)
 PRESET = Limit("preset file", 64 * KiB)
 ENV_FILE = Limit("env file", 64 * KiB)
-BUDGETS = Limit("budgets file", 16 * MiB)
-TEXT = Limit("text file", 64 * MiB)
+BUDGETS = Limit("budgets file", 1 * MiB)
+TEXT = Limit("text file", 16 * MiB)
 TRACE = Limit("trace", 4 * GiB)  # the .npz, and its arrays together once inflated
 TRACE_SLOTS = 1 << 26  # routed slots (tokens x layers x k) of a trace: 256 MiB of ids
 TRACE_META = 16 * MiB  # a trace's meta, as stored (4 bytes a character)
-MODEL_CONFIG = Limit("model config.json", 16 * MiB)
-SAFETENSORS_INDEX = Limit("safetensors index", 64 * MiB)
+MODEL_CONFIG = Limit("model config.json", 1 * MiB)
+SAFETENSORS_INDEX = Limit("safetensors index", 16 * MiB)
 SAFETENSORS = Limit("safetensors shard", 1 << 40)  # read a tensor at a time, not whole
-SAFETENSORS_HEADER = 100_000_000  # bytes: the safetensors library's own limit
-TOKENIZER = Limit("tokenizer.json", 256 * MiB)
+SAFETENSORS_HEADER = 32 * MiB  # a shard's JSON header (the library allows 100 MB)
+TOKENIZER = Limit("tokenizer.json", 64 * MiB)
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a fifo"), (stat.S_ISCHR, "a device"),
           (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
 

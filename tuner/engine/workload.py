@@ -38,7 +38,7 @@ class WorkloadError(TunerError, ValueError):
     """A workload that cannot be loaded; the message names the file, line and rule."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a workload file may hold many
 class Turn:
     prompt: str | tuple[int, ...]  # text (encoded with the model's tokenizer) or token ids
     max_tokens: int | None  # None: generate until the context is full
@@ -167,18 +167,23 @@ def _unicode(text: str) -> bool:
     return True
 
 
-def read_file(path: Path) -> Workload:
+def read_file(path: Path, keep: bool = True) -> Workload:
     """A JSON-lines workload file; every bad line is named with its number in one error
-    (the first MAX_REPORTED of them). Read a line at a time, within inputs.WORKLOAD."""
-    convs, bad = [], []
+    (the first MAX_REPORTED of them). Read a line at a time, within inputs.WORKLOAD; with
+    `keep` False every line is checked and none kept (the workload has no conversations)."""
+    convs, bad, found = [], [], False
     try:
         for number, line in inputs.read_lines(path, inputs.WORKLOAD):
             if not line.strip():
                 continue
             try:
-                convs.append(_conversation(line))
+                conversation = _conversation(line)
             except ValueError as err:
                 bad.append(f"line {number}: {err}")
+                continue
+            found = True
+            if keep:
+                convs.append(conversation)
     except inputs.PathError as err:
         raise WorkloadError(f"workload file {err}") from None
     except OSError as err:
@@ -187,15 +192,16 @@ def read_file(path: Path) -> Workload:
         bad = [*bad[:MAX_REPORTED], f"and {len(bad) - MAX_REPORTED:,} more bad lines"]
     if bad:
         raise WorkloadError(f"workload file {path}: {'; '.join(bad)}; {FILE_FORM}")
-    if not convs:
+    if not found:
         raise WorkloadError(f"workload file {path} holds no conversation; {FILE_FORM}")
     return Workload(Path(path).name, tuple(convs))
 
 
 def check(spec: str) -> None:
-    """Raises WorkloadError unless `spec` names a built-in or a good workload file."""
+    """Raises WorkloadError unless `spec` names a built-in or a good workload file (read a
+    line at a time, nothing kept)."""
     if spec not in NAMES:
-        read_file(_file(spec))
+        read_file(_file(spec), keep=False)
 
 
 def check_name(spec: str) -> None:

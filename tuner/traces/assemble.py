@@ -59,7 +59,7 @@ class Problems:
                 for kind, n in self.counts.items()}
 
 
-@dataclass
+@dataclass(slots=True)  # an import holds one per routing read
 class Routing:
     where: str  # "file:line", for the report
     # (sequence label, token index): sequences in the order they first appear, tokens by

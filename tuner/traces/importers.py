@@ -31,9 +31,10 @@ format) or a glob; several make one trace, in natural name order.
   being request i. The importer finds the phases from the batch sizes and by default
   keeps the decode phase as one sequence per request (`--phase decode|prefill|all`).
 
-What is read is bounded (tuner.engine.inputs.ROUTE_LOGS): regular files only, 1 GiB for
-all the files of one import together, 1 MiB a line, 128 KiB a CSV field; an import holds
-one line at a time and its routings, at most 5 times the bytes read.
+What is read is bounded: regular files only, 512 MiB for all the files of one import
+together and 1 MiB a line (tuner.engine.inputs.ROUTE_LOGS), 2**22 lines in all
+(MAX_LINES), 128 KiB a CSV field. An import holds one line at a time and the routings read,
+up to about 0.8 KiB each (docs/security.md: the measured figures).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +67,10 @@ CSV_COLUMNS = {
     "expert": ("expert", "expertid"),
 }
 PHASES = ("decode", "prefill", "all")
+# Lines an import reads in all its files: each makes at most one routing, held (with the
+# odd-row checks) at up to about 0.8 KiB until the trace is made.
+MAX_LINES = 1 << 22
+_lines_left: ContextVar[list[int]] = ContextVar("lines_left")  # of the import running
 
 
 class ImportFailed(TraceError):
@@ -134,8 +140,20 @@ def _floats(value, name: str) -> list[float]:
     return [float(v) for v in value]
 
 
-def _json_lines(path: Path, problems: Problems) -> Iterator[tuple[str, dict]]:
+def _log_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The lines of route log `path`, within inputs.ROUTE_LOGS and the import's MAX_LINES."""
+    left = _lines_left.get(None) or [MAX_LINES]
     for n, line in inputs.read_lines(path, inputs.ROUTE_LOGS):
+        left[0] -= 1
+        if left[0] < 0:
+            raise TraceError(f"{path.name}:{n}: over {MAX_LINES:,} lines read; an import "
+                             f"reads at most {MAX_LINES:,} lines of route logs in all (each "
+                             "routing read is held until the trace is made)")
+        yield n, line
+
+
+def _json_lines(path: Path, problems: Problems) -> Iterator[tuple[str, dict]]:
+    for n, line in _log_lines(path):
         where = f"{path.name}:{n}"
         if not line.strip():
             continue
@@ -152,7 +170,7 @@ def _json_lines(path: Path, problems: Problems) -> Iterator[tuple[str, dict]]:
 
 def _text_lines(path: Path) -> Iterator[str]:
     """The lines of `path` as text, one at a time; TraceError at one that is not UTF-8."""
-    for n, line in inputs.read_lines(path, inputs.ROUTE_LOGS):
+    for n, line in _log_lines(path):
         try:
             yield line.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -195,6 +213,7 @@ def read_jsonl(files: list[Path], problems: Problems, opts: Options) -> Source:
     seq_names = (opts.sequence_key,) if opts.sequence_key else SEQUENCE_KEYS
     probs_names = (opts.probs_key,) if opts.probs_key else PROBS_KEYS
     with_ids = Counter()
+    labels: dict[tuple, tuple] = {}  # one tuple per sequence, shared by its rows
     for number, path in enumerate(files):
         sequencer = Sequencer(problems)  # token indices going back: new sequences
         for where, obj in _json_lines(path, problems):
@@ -220,11 +239,12 @@ def read_jsonl(files: list[Path], problems: Problems, opts: Options) -> Source:
             if seq_name is not None:
                 used.add("dataset")
                 label = ("id", obj.get("dataset"), json.dumps(obj[seq_name]))
-                key = (label, token)
+                key = (labels.setdefault(label, label), token)
                 with_ids[seq_name] += 1
             else:
                 sequence, token = sequencer.key(layer, token, where)
-                key = (("file", number, sequence), token)
+                label = ("file", number, sequence)
+                key = (labels.setdefault(label, label), token)
             fields.unused(where, obj, used)
             routings.append(Routing(where, key, layer, experts, probs))
     notes = [f"sequences from the {name!r} field ({n} rows)" for name, n in with_ids.items()]
@@ -263,32 +283,53 @@ def _is_int(text: str) -> bool:
     return text.strip().lstrip("-").isdigit()
 
 
+def _csv_rows(path: Path) -> tuple[list[str] | None, Iterator[tuple[str, dict]]]:
+    """The header of CSV `path` and its rows as (where, row), read a row at a time;
+    TraceError at a row the csv module cannot read."""
+    reader = csv.DictReader(_text_lines(path))
+
+    def refused(err: csv.Error) -> TraceError:  # a field over its limit of 128 KiB, ...
+        line = reader.reader.line_num  # the row being read (the DictReader's is the last)
+        return TraceError(f"{path.name}:{line}: not a CSV row ({err}); a field holds at "
+                          f"most {csv.field_size_limit():,} characters")
+
+    def rows() -> Iterator[tuple[str, dict]]:
+        try:
+            for row in reader:
+                yield f"{path.name}:{reader.line_num}", row
+        except csv.Error as err:
+            raise refused(err) from None
+
+    try:
+        return reader.fieldnames, rows()
+    except csv.Error as err:
+        raise refused(err) from None
+
+
 def read_csv(files: list[Path], problems: Problems, opts: Options) -> Source:
     routings: list[Routing] = []
     notes: list[str] = []
     fields = _Fields(problems)
+    labels: dict[tuple, tuple] = {}  # one tuple per sequence, shared by its rows
     texts = 0
     for number, path in enumerate(files):
-        reader = csv.DictReader(_text_lines(path))
-        try:
-            col = _columns(reader.fieldnames, path)
-            rows = [(f"{path.name}:{reader.line_num}", row) for row in reader]
-        except csv.Error as err:  # a field over the csv module's limit of 128 KiB, ...
-            raise TraceError(f"{path.name}:{reader.line_num}: not a CSV row ({err}); a field "
-                             f"holds at most {csv.field_size_limit():,} characters") from None
-        fields.unused(f"{path.name}:1", [c for c in reader.fieldnames if c not in
-                                         col.values()], set())
+        names, rows = _csv_rows(path)
+        col = _columns(names, path)
+        fields.unused(f"{path.name}:1", [c for c in names or () if c not in col.values()],
+                      set())
         long_form = "experts" not in col
-        # A `token` column of text (not indices): positions by row order, per layer.
+        # A `token` column of text (not indices): positions by row order, per layer. Found
+        # by a first pass, so the rows are never all held at once.
         by_order = _normal(col["token"]) == "token" and any(
-            row[col["token"]] is not None and not _is_int(row[col["token"]]) for _, row in rows)
+            row[col["token"]] is not None and not _is_int(row[col["token"]])
+            for _, row in _csv_rows(path)[1])
         texts += by_order
         sequencer, position = Sequencer(problems), Counter()
         group: tuple[int, int] | None = None  # (layer, token) of the routing being gathered
         for where, row in rows:
             try:
                 if any(row[c] is None for c in col.values()):
-                    raise ValueError(f"{len(reader.fieldnames)} columns expected")
+                    raise ValueError(f"{len(names or ())} columns expected")
                 layer = int(row[col["layer"]])
                 ids = [int(row[col["expert"]])] if long_form else _id_list(row[col["experts"]])
                 token = None if by_order else int(row[col["token"]])
@@ -302,12 +343,12 @@ def read_csv(files: list[Path], problems: Problems, opts: Options) -> Source:
                 continue
             group = (layer, token if token is not None else row[col["token"]])
             if by_order:
-                key = (("file", number, 0), position[layer])
+                sequence, token = 0, position[layer]
                 position[layer] += 1
             else:
                 sequence, token = sequencer.key(layer, token, where)
-                key = (("file", number, sequence), token)
-            routings.append(Routing(where, key, layer, ids))
+            label = labels.setdefault(("file", number, sequence), ("file", number, sequence))
+            routings.append(Routing(where, (label, token), layer, ids))
     if texts:
         notes.append(f"{texts} of {len(files)} file(s) hold token text, not indices: "
                      "positions from row order, per layer")
@@ -509,6 +550,7 @@ def import_trace(fmt: str, srcs: list[Path] | Path, opts: Options | None = None,
     opts = opts or Options()
     reader, suffix = FORMATS[fmt]
     problems, notes = Problems(), []
+    budget = _lines_left.set([MAX_LINES])
     try:
         try:
             files = expand([Path(s) for s in ([srcs] if isinstance(srcs, (str, Path))
@@ -530,3 +572,5 @@ def import_trace(fmt: str, srcs: list[Path] | Path, opts: Options | None = None,
         raise
     except TraceError as err:
         raise ImportFailed(str(err), problems.as_dict(), notes) from None
+    finally:
+        _lines_left.reset(budget)
