@@ -238,7 +238,7 @@ def read_jsonl(files: list[Path], problems: Problems, opts: Options) -> Source:
             used = {*names.values(), seq_name, probs_name}
             if seq_name is not None:
                 used.add("dataset")
-                label = ("id", obj.get("dataset"), json.dumps(obj[seq_name]))
+                label = ("id", json.dumps(obj.get("dataset")), json.dumps(obj[seq_name]))
                 key = (labels.setdefault(label, label), token)
                 with_ids[seq_name] += 1
             else:
@@ -358,7 +358,7 @@ def read_csv(files: list[Path], problems: Problems, opts: Options) -> Source:
 @dataclass
 class _Route:
     where: str
-    request: object
+    request: str  # req_id as JSON text: any JSON value names a request, lists too
     experts: list[int]
     probs: list[float] | None
 
@@ -481,7 +481,7 @@ def read_vllm(files: list[Path], problems: Problems, opts: Options) -> Source:
                 continue
             layer, token, experts, probs = row
             by_layer.setdefault(layer, []).append(
-                (token, _Route(where, obj.get("req_id"), experts, probs)))
+                (token, _Route(where, json.dumps(obj.get("req_id")), experts, probs)))
     if not by_layer:
         raise TraceError(f"{meta['source']}: no route lines found")
     batches = {layer: _batches(rows) for layer, rows in sorted(by_layer.items())}
