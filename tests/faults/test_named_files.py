@@ -311,3 +311,21 @@ def test_a_trace_written_over_a_device_is_refused(tmp_path):
     trace = Trace(np.zeros((1, 1, 1), np.int32), {"num_experts": 1})
     with pytest.raises(TraceError, match="cannot be written: it is not a regular file"):
         trace_format.save(trace, Path("/dev/null"))
+
+
+def test_the_routing_knob_reads_a_trace_a_routing_at_a_time():
+    """What the server's routing knob keeps of a trace beside its arrays: nothing of the
+    size of the trace (the routings as lists were 8 times the array)."""
+    from tuner.engine.routing_source import TraceRouting
+
+    experts = np.tile(np.arange(8, dtype=np.int32), (1 << 14, 16, 1))  # 8 MiB, 2**21 slots
+    trace = Trace(experts, {"num_experts": 8})
+    tracemalloc.start()
+    try:
+        routing = TraceRouting(trace, 16, 8, 8, "t.npz")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    routing.position = 5
+    assert routing.select(3, None, None, None)[0] == list(range(8))

@@ -33,8 +33,8 @@ format) or a glob; several make one trace, in natural name order.
 
 What is read is bounded: regular files only, 512 MiB for all the files of one import
 together and 1 MiB a line (tuner.engine.inputs.ROUTE_LOGS), 2**22 lines in all
-(MAX_LINES), 128 KiB a CSV field. An import holds one line at a time and the routings read,
-up to about 0.8 KiB each (docs/security.md: the measured figures).
+(MAX_LINES), 128 KiB a CSV field. An import holds one line at a time and the routings read
+(docs/security.md gives what that takes, measured).
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ CSV_COLUMNS = {
     "expert": ("expert", "expertid"),
 }
 PHASES = ("decode", "prefill", "all")
-# Lines an import reads in all its files: each makes at most one routing, held (with the
-# odd-row checks) at up to about 0.8 KiB until the trace is made.
+# Lines an import reads in all its files: each makes at most one routing, held until the
+# trace is made (0.4 KiB for one expert, 0.8 KiB for top-8 with gate weights).
 MAX_LINES = 1 << 22
 _lines_left: ContextVar[list[int]] = ContextVar("lines_left")  # of the import running
 
