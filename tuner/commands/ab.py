@@ -43,6 +43,7 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit("tuner ab: --warmup must be at least 0")
     try:  # every field checked before the first run
         spec = parse(ABSpec, model_values(args, ABSpec))
+        spec.check_files()
     except SettingsError as err:
         raise SystemExit(f"tuner ab: {err}") from None
     base = engine_settings(args)

@@ -64,7 +64,7 @@ def _whole(value: Any, info: ValidationInfo) -> Any:
     if isinstance(value, str) and _WHOLE.fullmatch(value.strip()):
         return int(value)
     if type(value) is not int:  # not true/false, not 4.0
-        raise ValueError(f"{info.field_name} = {shown(value)}: must be a whole number")
+        raise ValueError(f"{info.field_name} must be a whole number, not {shown(value)}")
     return value
 
 
@@ -76,10 +76,10 @@ def _number_or_empty(value: Any, info: ValidationInfo) -> Any:
         try:
             return float(text)
         except ValueError:
-            raise ValueError(f"{info.field_name} = {shown(value)}: must be a number or "
-                             "empty") from None
+            raise ValueError(f"{info.field_name} must be a number or empty, not "
+                             f"{shown(value)}") from None
     if value is not None and type(value) not in (int, float):  # not true/false
-        raise ValueError(f"{info.field_name} = {shown(value)}: must be a number or empty")
+        raise ValueError(f"{info.field_name} must be a number or empty, not {shown(value)}")
     return value
 
 
@@ -89,7 +89,8 @@ def _switch(value: Any, info: ValidationInfo) -> bool:
         return value
     if type(value) is int and value in (0, 1):
         return bool(value)
-    raise ValueError(f"{info.field_name} = {shown(value)}: must be true or false (or 0 or 1)")
+    raise ValueError(f"{info.field_name} must be true or false (or 0 or 1), not "
+                     f"{shown(value)}")
 
 
 def _names(value: Any) -> Any:

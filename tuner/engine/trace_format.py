@@ -173,7 +173,7 @@ def load(path: Path) -> Trace:
     where = str(path)
     try:
         with inputs.open_file(path, inputs.TRACE) as f:
-            names, arrays = _read(f, where)
+            arrays = _read(f, where)
     except inputs.PathError as err:
         raise TraceError(f"trace {err}") from None
     except TraceError:
@@ -192,8 +192,8 @@ def load(path: Path) -> Trace:
     return trace
 
 
-def _read(f, where: str) -> tuple[list[str], dict[str, np.ndarray]]:
-    """The names and arrays of the .npz open as `f`, once its directory and every array's
+def _read(f, where: str) -> dict[str, np.ndarray]:
+    """The arrays of the .npz open as `f` by name, once its directory and every array's
     header were checked."""
     if not zipfile.is_zipfile(f):
         raise TraceError(f"{where} is not a trace: a trace is the .npz archive `tuner trace "
@@ -210,7 +210,7 @@ def _read(f, where: str) -> tuple[list[str], dict[str, np.ndarray]]:
             with z.open(info) as member:
                 arrays[info.filename.removesuffix(".npy")] = npy.read_array(
                     member, allow_pickle=False)
-    return names, arrays
+    return arrays
 
 
 def _check_directory(f) -> None:

@@ -171,15 +171,20 @@ def read_file(path: Path, keep: bool = True) -> Workload:
     """A JSON-lines workload file; every bad line is named with its number in one error
     (the first MAX_REPORTED of them). Read a line at a time, within inputs.WORKLOAD; with
     `keep` False every line is checked and none kept (the workload has no conversations)."""
-    convs, bad, found = [], [], False
+    convs: list[tuple[Turn, ...]] = []
+    bad: list[str] = []  # the first MAX_REPORTED bad lines; `more` counts the rest
+    more, found = 0, False
     try:
         for number, line in inputs.read_lines(path, inputs.WORKLOAD):
             if not line.strip():
                 continue
             try:
                 conversation = _conversation(line)
-            except ValueError as err:
-                bad.append(f"line {number}: {err}")
+            except ValueError as err:  # the first few named, the rest counted
+                if len(bad) < MAX_REPORTED:
+                    bad.append(f"line {number}: {err}")
+                else:
+                    more += 1
                 continue
             found = True
             if keep:
@@ -188,8 +193,8 @@ def read_file(path: Path, keep: bool = True) -> Workload:
         raise WorkloadError(f"workload file {err}") from None
     except OSError as err:
         raise WorkloadError(f"workload file {path}: {err.strerror or err}") from None
-    if len(bad) > MAX_REPORTED:
-        bad = [*bad[:MAX_REPORTED], f"and {len(bad) - MAX_REPORTED:,} more bad lines"]
+    if more:
+        bad.append(f"and {more:,} more bad lines")
     if bad:
         raise WorkloadError(f"workload file {path}: {'; '.join(bad)}; {FILE_FORM}")
     if not found:

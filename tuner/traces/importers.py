@@ -140,11 +140,12 @@ def _floats(value, name: str) -> list[float]:
     return [float(v) for v in value]
 
 
-def _log_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """The lines of route log `path`, within inputs.ROUTE_LOGS and the import's MAX_LINES."""
+def _log_lines(path: Path, count: bool = True) -> Iterator[tuple[int, bytes]]:
+    """The lines of route log `path`, within inputs.ROUTE_LOGS and, when they `count` (a
+    pass that keeps nothing does not), the import's MAX_LINES."""
     left = _lines_left.get(None) or [MAX_LINES]
     for n, line in inputs.read_lines(path, inputs.ROUTE_LOGS):
-        left[0] -= 1
+        left[0] -= count
         if left[0] < 0:
             raise TraceError(f"{path.name}:{n}: over {MAX_LINES:,} lines read; an import "
                              f"reads at most {MAX_LINES:,} lines of route logs in all (each "
@@ -168,9 +169,9 @@ def _json_lines(path: Path, problems: Problems) -> Iterator[tuple[str, dict]]:
         yield where, obj
 
 
-def _text_lines(path: Path) -> Iterator[str]:
+def _text_lines(path: Path, count: bool = True) -> Iterator[str]:
     """The lines of `path` as text, one at a time; TraceError at one that is not UTF-8."""
-    for n, line in _log_lines(path):
+    for n, line in _log_lines(path, count):
         try:
             yield line.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -283,10 +284,11 @@ def _is_int(text: str) -> bool:
     return text.strip().lstrip("-").isdigit()
 
 
-def _csv_rows(path: Path) -> tuple[list[str] | None, Iterator[tuple[str, dict]]]:
+def _csv_rows(path: Path, count: bool = True
+              ) -> tuple[list[str] | None, Iterator[tuple[str, dict]]]:
     """The header of CSV `path` and its rows as (where, row), read a row at a time;
     TraceError at a row the csv module cannot read."""
-    reader = csv.DictReader(_text_lines(path))
+    reader = csv.DictReader(_text_lines(path, count))
 
     def refused(err: csv.Error) -> TraceError:  # a field over its limit of 128 KiB, ...
         line = reader.reader.line_num  # the row being read (the DictReader's is the last)
@@ -322,7 +324,7 @@ def read_csv(files: list[Path], problems: Problems, opts: Options) -> Source:
         # by a first pass, so the rows are never all held at once.
         by_order = _normal(col["token"]) == "token" and any(
             row[col["token"]] is not None and not _is_int(row[col["token"]])
-            for _, row in _csv_rows(path)[1])
+            for _, row in _csv_rows(path, count=False)[1])
         texts += by_order
         sequencer, position = Sequencer(problems), Counter()
         group: tuple[int, int] | None = None  # (layer, token) of the routing being gathered
