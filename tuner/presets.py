@@ -36,13 +36,13 @@ from typing import Any
 import tomli_w
 
 from tuner import __version__
+from tuner.engine import inputs
 from tuner.errors import TunerError
 from tuner.knobs import BY_NAME
 from tuner.settings import Settings, SettingsError, non_default, normalise, validate
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # whole names: use fullmatch
 META_KEYS = ("name", "description", "created", "engine_version", "based_on")
-MAX_FILE = 64 * 1024  # a preset is a few hundred bytes; a bigger file is not one
 STALE_TEMP_S = 60.0  # a temporary file older than this was left by a writer that died
 
 
@@ -159,16 +159,14 @@ def parse(text: str, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def load_file(path: Path, shipped: bool = False) -> Preset:
     path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE + 1)
-        if len(data) > MAX_FILE:
-            raise PresetError(str(path), f"over the limit of {MAX_FILE} bytes for a preset")
-        text = data.decode()
-    except FileNotFoundError:
+    try:  # a preset is a few hundred bytes; a file over the limit is not one
+        text = inputs.read_text(path, inputs.PRESET)
+    except inputs.Missing:
         raise PresetNotFound(str(path), "no such preset file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise PresetError(str(path), f"cannot be read: {err}") from None
+    except inputs.PathError as err:
+        raise PresetError(str(path), err.why) from None
+    except OSError as err:
+        raise PresetError(str(path), f"cannot be read: {err.strerror or err}") from None
     knobs, meta = parse(text, str(path))
     return Preset(meta.get("name", path.stem), knobs, meta, path, shipped)
 

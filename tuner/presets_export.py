@@ -21,7 +21,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.engine import recipes
+from tuner.engine import inputs, recipes
 from tuner.engine.model_config import ModelConfig
 from tuner.engine.slots import arena_slots, quotas_for
 from tuner.errors import TunerError
@@ -90,7 +90,7 @@ def import_env(text: str, where: str) -> dict:
         key, sep, value = line.removeprefix("export ").partition("=")
         key = key.strip()
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            problems.append((number, f"expected NAME=VALUE, got {raw!r}"))
+            problems.append((number, f"expected NAME=VALUE, got {inputs.brief(raw)}"))
             continue
         if key not in ENVS:
             problems.append((number, f"{key} is not a tuner knob's environment name (see "
@@ -123,9 +123,11 @@ def import_file(store: Store, path: Path, name: str | None = None, description: 
     use is refused unless `overwrite`, and a shipped one always."""
     name = check_name(name or path.stem)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise PresetError(str(path), f"cannot be read: {err}") from None
+        text = inputs.read_text(path, inputs.ENV_FILE)
+    except inputs.PathError as err:
+        raise PresetError(str(path), err.why) from None
+    except OSError as err:
+        raise PresetError(str(path), f"cannot be read: {err.strerror or err}") from None
     knobs = import_env(text, str(path))
     if name in store.names():
         if store.get(name).shipped:

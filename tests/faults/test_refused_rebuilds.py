@@ -11,6 +11,8 @@ import time
 import httpx
 import pytest
 
+from tuner.engine.checkpoint import Checkpoint
+
 BROKEN_CONFIGS = {
     "a-list": lambda cfg: [],
     "zero-heads": lambda cfg: {k: v for k, v in cfg.items() if k != "head_dim"}
@@ -20,9 +22,22 @@ BROKEN_CONFIGS = {
     "string-layers": lambda cfg: {**cfg, "num_hidden_layers": "four"},
     "negative-head-dim": lambda cfg: {**cfg, "head_dim": -1},
     "kv-heads-not-a-divisor": lambda cfg: {**cfg, "num_key_value_heads": 3},
+    # Two key-value heads divide two query heads, but the weights hold one: the stored k/v
+    # projections' shapes are checked against config.json at load.
+    "kv-heads-mismatch": lambda cfg: {**cfg, "num_key_value_heads": 2},
 }
-# Two key-value heads divide two query heads, but the weights hold one.
-BUILDS_BUT_FAILS = {"kv-heads-mismatch": lambda cfg: {**cfg, "num_key_value_heads": 2}}
+
+
+def nan_final_norm(folder):
+    """The final norm's weights overwritten with NaN: every shape and size checks out, the
+    first token's logits are NaN."""
+    path, offset, length, *_ = Checkpoint(folder)._where["model.norm.weight"]
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(b"\xff" * length)
+
+
+BUILDS_BUT_FAILS = {"nan-final-norm": nan_final_norm}
 
 
 
@@ -30,9 +45,11 @@ BUILDS_BUT_FAILS = {"kv-heads-mismatch": lambda cfg: {**cfg, "num_key_value_head
 def broken_model(tiny_model, tmp_path, request):
     folder = tmp_path / request.param
     shutil.copytree(tiny_model, folder)
+    if request.param in BUILDS_BUT_FAILS:
+        BUILDS_BUT_FAILS[request.param](folder)
+        return folder
     cfg = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(
-        (BROKEN_CONFIGS | BUILDS_BUT_FAILS)[request.param](cfg)))
+    (folder / "config.json").write_text(json.dumps(BROKEN_CONFIGS[request.param](cfg)))
     return folder
 
 
@@ -58,12 +75,12 @@ def test_a_model_that_cannot_be_built_is_refused_and_the_engine_runs_on(live, br
     assert live.session.snapshot()["settings"]["moce_bonus"] == 0.5
 
 
-@pytest.mark.parametrize("broken_model", ["kv-heads-mismatch"], indirect=True)
+@pytest.mark.parametrize("broken_model", list(BUILDS_BUT_FAILS), indirect=True)
 def test_a_model_that_builds_but_cannot_decode_stops_with_a_reason_and_recovers(
         live, broken_model):
-    """More key-value heads in config.json than the weights hold: the engine builds, the
-    first token fails. The session stops in the error state with the reason; switching
-    back and resuming recovers."""
+    """Dense weights of NaN: the engine builds, the first token's logits are NaN. The
+    session stops in the error state with the reason; switching back and resuming
+    recovers."""
     good = live.controller.settings.model
     r = httpx.patch(f"{live.url}/api/settings", json={"model": str(broken_model)}, timeout=60)
     assert r.status_code == 200
@@ -71,7 +88,7 @@ def test_a_model_that_builds_but_cannot_decode_stops_with_a_reason_and_recovers(
     while live.session.state != "error":
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    assert "RuntimeError" in live.session.snapshot()["error"]
+    assert "not finite" in live.session.snapshot()["error"]
     r = httpx.patch(f"{live.url}/api/settings", json={"model": good}, timeout=60)
     assert r.status_code == 200 and r.json()["state"] == "error"  # applied, still stopped
     assert httpx.post(f"{live.url}/api/session/resume").json() == {"state": "running"}

@@ -182,8 +182,6 @@ def edited(models, tmp_path, arch="qwen3_moe", config=None, tokenizer=None):
     ("qwen3_moe", {"norm_topk_prob": False},
      "norm_topk_prob = False, but llama.cpp always computes qwen3_moe with norm_topk_prob = True"),
     ("olmoe", {"clip_qkv": 8.0}, "only clip_qkv = null converts"),
-    ("olmoe", {"num_key_value_heads": 1},
-     "only num_key_value_heads = num_attention_heads converts"),
     ("qwen3_moe", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
      "only rope_type default converts"),
 ])
@@ -191,6 +189,16 @@ def test_what_llama_cpp_would_compute_differently_is_refused(arch, change, messa
                                                               tmp_path):
     with pytest.raises(GGUFError, match=message):
         convert(edited(models, tmp_path, arch, config=change), tmp_path / "m.gguf")
+    assert not (tmp_path / "m.gguf").exists()
+
+
+def test_a_grouped_query_olmoe_is_refused(tmp_path):
+    """Fewer key-value heads than query heads, in config.json and in the weights alike."""
+    folder = synth.write(replace(ARCHS["olmoe"], name="tiny-olmoe-gqa", num_kv_heads=1),
+                         tmp_path / "gqa")
+    with pytest.raises(GGUFError, match="only num_key_value_heads = num_attention_heads "
+                                        "converts"):
+        convert(folder, tmp_path / "m.gguf")
     assert not (tmp_path / "m.gguf").exists()
 
 

@@ -15,10 +15,10 @@ import torch
 
 from tuner.config import Config
 from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import arena_slots
 from tuner.engine.host_copy import HostCopy
 from tuner.engine.model import experts_out
 from tuner.engine.opening import model_folder, pick_device
+from tuner.engine.slots import arena_slots
 from tuner.engine.store import make_reads, readers_here
 
 Step = Callable[[int, int], torch.Tensor]  # (token, position) -> logits

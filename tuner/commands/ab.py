@@ -47,6 +47,7 @@ def main(args: argparse.Namespace) -> int:
     if args.plot:
         plot_format(args.plot)
     spec = parse(ABSpec, model_values(args, ABSpec))  # every field checked before a run
+    spec.check_files()
     base = settings_from_args(args)
     a, b = arm_settings(spec.a, base), arm_settings(spec.b, base)
     make_demo_model(args.command, base)

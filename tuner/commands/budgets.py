@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tuner.commands.args import print_json
 from tuner.commands.trace import SIZE_FORMS, print_notes
-from tuner.engine import trace_format
+from tuner.engine import inputs, trace_format
 from tuner.traces.budgets import EVEN, WEIGHTS, BudgetError, plan
 from tuner.traces.sizes import parse_size
 
@@ -43,7 +43,8 @@ def main(args: argparse.Namespace) -> int:
         raise BudgetError(f"{args.file}: the trace does not say its arena size; give --slots")
     out = {**plan(trace, slots, args.weights), "trace": str(args.file)}
     if args.out:
-        args.out.write_text(json.dumps(out, indent=1) + "\n")
+        inputs.write_atomic(args.out, lambda f: f.write((json.dumps(out, indent=1) + "\n")
+                                                         .encode()))
     if args.save:
         from tuner.presets import Store
         from tuner.settings import validate

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tuner.commands.args import add_knob_flags, print_json, settings_from_args
+from tuner.engine import inputs
 from tuner.errors import CommandError
 from tuner.knobs import BY_NAME
 from tuner.presets import PresetExists, Store, knob_diff
@@ -123,7 +124,7 @@ def export_preset(args: argparse.Namespace) -> int:
 
     text = export(Store().get(args.name), args.format, args.model, args.target)
     if args.out:
-        args.out.write_text(text)
+        inputs.write_atomic(args.out, lambda f: f.write(text.encode()))
         print(f"wrote {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -134,7 +135,7 @@ def import_preset(args: argparse.Namespace) -> int:
     from tuner.presets_export import import_env, import_file
 
     preset = import_file(Store(), args.file, args.name, args.description, args.overwrite)
-    read = import_env(args.file.read_text(), str(args.file))  # it was just read whole
+    read = import_env(inputs.read_text(args.file, inputs.ENV_FILE), str(args.file))
     at_default = [BY_NAME[k].env for k in read if k not in preset.knobs]
     print(f"saved {preset.path}: {len(read)} knobs read, {len(preset.knobs)} kept"
           + (f"; left out at their defaults (a preset holds what differs from them): "

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tuner.commands.args import add_knob_flags, engine_settings, print_json
+from tuner.engine import inputs
 from tuner.errors import CommandError
 from tuner.format import knob_text
 from tuner.settings import SettingsError, apply, from_texts, to_config
@@ -72,9 +73,9 @@ def main(args: argparse.Namespace) -> int:
 
     if args.text is not None:
         try:
-            text = args.text.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise CommandError(f"--text {args.text}: {err}") from None
+            text = inputs.read_text(args.text, inputs.TEXT)
+        except (OSError, inputs.PathError) as err:
+            raise CommandError(f"--text {err}") from None
         source = str(args.text)
     else:
         if args.tokens < 2:

@@ -29,8 +29,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=port, default=DEFAULT_PORT,
                    help=f"0 to 65535; 0 takes a free one, printed (default {DEFAULT_PORT})")
     p.add_argument("--token", default=os.environ.get("TUNER_TOKEN"),
-                   help="required on every call as 'Authorization: Bearer T' or ?token=T "
-                        "(default: $TUNER_TOKEN)")
+                   help="required on every call as 'Authorization: Bearer T' or ?token=T; at "
+                        "least 16 printable characters, no blanks (default: $TUNER_TOKEN)")
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
                    type=allowed_host,
                    help="another name requests may use for this server (a DNS name, or a "
@@ -70,6 +70,13 @@ def is_loopback(host: str) -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
+    from tuner.web.gate import check_token
+
+    if args.token is not None:
+        try:
+            check_token(args.token)
+        except ValueError as err:
+            raise CommandError(f"--token (or TUNER_TOKEN): {err}") from None
     if not is_loopback(args.host) and not args.token:
         raise CommandError(f"--host {args.host} is reachable from other machines; give "
                            "--token T (or set TUNER_TOKEN) so every call must carry it, or "

@@ -4,6 +4,7 @@ slot (the live session paused meanwhile), with its runs and its result to poll."
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -45,6 +46,7 @@ class ABRunner:
     def __init__(self, slot: JobSlot, preset_settings: Callable[[str], Settings]):
         self.slot = slot
         self.preset_settings = preset_settings  # what applying a preset by name gives
+        self._checking = threading.Lock()
 
     @property
     def job(self) -> ABJob | None:
@@ -53,8 +55,12 @@ class ABRunner:
         return job if isinstance(job, ABJob) else None
 
     def start(self, request: ABRequest) -> ABJob:
-        """Raises PresetError for a preset that cannot be read and JobBusy while another
-        job runs; nothing starts then."""
+        """Raises PresetError for a preset that cannot be read, SettingsError for a workload
+        file that cannot be run and JobBusy while another job runs; nothing starts then.
+        Called off the server's event loop: it reads the workload files, one request's
+        files at a time, so concurrent requests hold at most one request's in memory."""
+        with self._checking:
+            request.check_files()
         sa, sb = self.preset_settings(request.a), self.preset_settings(request.b)
         job = ABJob(**request.model_dump(),
                     total_runs=len(schedule(request.pairs)) * max(1, len(request.workloads)))

@@ -89,10 +89,10 @@ class Controller:
         self.curve_worker = LiveCurve(session)
 
     def close(self, timeout: float = 30.0) -> bool:
-        """Stops a tune, the curve's worker process and the session, waiting at most
-        `timeout` seconds for the decode thread to reach a token boundary; False when it
-        did not (Session.stop)."""
-        self.tune.stop()
+        """Stops a tune (waiting a moment for it to fail its trial in flight), the curve's
+        worker process and the session, waiting at most `timeout` seconds for the decode
+        thread to reach a token boundary; False when it did not (Session.stop)."""
+        self.tune.close()
         self.curve_worker.close()
         return self.session.stop(timeout)
 

@@ -7,6 +7,11 @@ form field, a dialog field, a command-line value) goes through the same models a
 count may arrive as "4", an empty quality limit is none, workloads may be "a,b". `parse`
 answers what a model refuses with a SettingsError naming each field, its value and what is
 allowed, as the server answers a request body it refuses.
+
+Every request is strict and closed, as settings are: a count is a whole number (or its
+text), never true/false or 4.0; a switch is true/false or 0/1, never "yes"; a field the
+request does not have is refused naming it and the fields it has, never ignored (a
+misspelt `trails` would otherwise run the default tune).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import ErrorDetails, core_schema
@@ -35,6 +41,7 @@ from pydantic_core import ErrorDetails, core_schema
 from tuner.engine.workload import NAMES as WORKLOADS
 from tuner.engine.workload import WorkloadError
 from tuner.engine.workload import check as check_workload
+from tuner.engine.workload import check_name as check_workload_name
 from tuner.measure.rules import RULESETS, check_limits
 from tuner.presets import check_name
 from tuner.settings import SettingsError, shown
@@ -55,10 +62,10 @@ _WHOLE = re.compile(r"[+-]?\d{1,20}")
 
 # -- field types that also read text -------------------------------------------------------
 def _whole(value: Any, info: ValidationInfo) -> Any:
-    if isinstance(value, str):
-        if not _WHOLE.fullmatch(value.strip()):
-            raise ValueError(f"{info.field_name} must be a whole number")
+    if isinstance(value, str) and _WHOLE.fullmatch(value.strip()):
         return int(value)
+    if type(value) is not int:  # not true/false, not 4.0
+        raise ValueError(f"{info.field_name} must be a whole number, not {shown(value)}")
     return value
 
 
@@ -70,8 +77,21 @@ def _number_or_empty(value: Any, info: ValidationInfo) -> Any:
         try:
             return float(text)
         except ValueError:
-            raise ValueError(f"{info.field_name} must be a number or empty") from None
+            raise ValueError(f"{info.field_name} must be a number or empty, not "
+                             f"{shown(value)}") from None
+    if value is not None and type(value) not in (int, float):  # not true/false
+        raise ValueError(f"{info.field_name} must be a number or empty, not {shown(value)}")
     return value
+
+
+def _switch(value: Any, info: ValidationInfo) -> bool:
+    """true/false, or the numbers 0 and 1, as a switch knob takes them."""
+    if type(value) is bool:
+        return value
+    if type(value) is int and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"{info.field_name} must be true or false (or 0 or 1), not "
+                     f"{shown(value)}")
 
 
 def _names(value: Any) -> Any:
@@ -141,6 +161,8 @@ Whole = Annotated[int, BeforeValidator(_whole)]
 
 Limit = Annotated[float | None, BeforeValidator(_number_or_empty)]
 
+Switch = Annotated[bool, BeforeValidator(_switch)]
+
 
 # -- problems --------------------------------------------------------------------------
 def problems(errors: Sequence[ErrorDetails], skip: int = 0) -> dict[str, str]:
@@ -148,7 +170,7 @@ def problems(errors: Sequence[ErrorDetails], skip: int = 0) -> dict[str, str]:
     drops the first parts of each location (the server's "body" or "query")."""
     out = {}
     for e in errors:
-        field = ".".join(str(p) for p in e["loc"][skip:]) or ".".join(map(str, e["loc"]))
+        field = ".".join(str(p) for p in e["loc"][skip:]) or "request"
         if e["type"] == "value_error":  # our own check: its message names the field
             out[field] = str(e.get("ctx", {}).get("error", e["msg"]))
         elif e["type"] == "missing":
@@ -166,6 +188,25 @@ def field_order(model: type[BaseModel]) -> list[str]:
     return list(dict.fromkeys(own))
 
 
+class Request(BaseModel):
+    """A request: closed (a field it does not have is refused, naming it and the fields it
+    has) and strict (no NaN, no infinity)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _closed(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = [k for k in data if k not in cls.model_fields]
+            if unknown:
+                raise ValueError(f"unknown field{'s' * (len(unknown) > 1)} "
+                                 f"{', '.join(shown(k) for k in unknown[:8])}"
+                                 f"{' and more' * (len(unknown) > 8)}; allowed: "
+                                 f"{', '.join(field_order(cls))}")
+        return data
+
+
 def parse(model: type[M], data: Mapping[str, Any]) -> M:
     """`data` (JSON, or the text of form fields) as `model`; raises SettingsError."""
     try:
@@ -175,7 +216,7 @@ def parse(model: type[M], data: Mapping[str, Any]) -> M:
 
 
 # -- requests --------------------------------------------------------------------------
-class QualityGate(BaseModel):
+class QualityGate(Request):
     """The quality limits a lossy knob (moce's bonus, drop_cold) must stay within; None is
     not checked."""
 
@@ -221,13 +262,26 @@ class ABSpec(QualityGate):
 
     @field_validator("workloads")
     @classmethod
-    def _loadable(cls, names: list[str]) -> list[str]:
+    def _named(cls, names: list[str]) -> list[str]:
+        """Built-ins or paths; the files are read by `check_files`, not here: a request is
+        parsed on the server's event loop, where reading eight large files would hold up
+        every other request and the websocket frames."""
         for name in names:
+            try:
+                check_workload_name(name)
+            except WorkloadError as err:
+                raise ValueError(str(err)) from None
+        return names
+
+    def check_files(self) -> None:
+        """Reads the workload files and checks every line (each within inputs.WORKLOAD);
+        SettingsError naming the file's bad lines. A caller off the event loop runs it
+        before the A/B starts."""
+        for name in self.workloads:
             try:
                 check_workload(name)
             except WorkloadError as err:  # its message names the file's line
-                raise ValueError(str(err)) from None
-        return names
+                raise SettingsError({"workloads": str(err)}) from None
 
 
 class ABRequest(ABSpec):
@@ -275,7 +329,7 @@ class SettingsPatch(RootModel[dict[str, Any]]):
         return cls(body)
 
 
-class SettingsMessage(BaseModel):
+class SettingsMessage(Request):
     """A settings change sent on the websocket; answered with an ack or the problems."""
 
     type: Literal["settings"]
@@ -283,19 +337,17 @@ class SettingsMessage(BaseModel):
     changes: SettingsPatch
 
 
-class BudgetsRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BudgetsRequest(Request):
     weights: Annotated[str, OneOf(WEIGHTS)] = Field(
         "hits", description="hits: most hits; stall: most stall saved, at the window's stall "
                             "per miss")
-    apply: bool = Field(False, description="run the quotas (arena_split = layers)")
+    apply: Switch = Field(False, description="run the quotas (arena_split = layers)")
 
 
-class SaveRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SaveRequest(Request):
     description: str | None = Field(None, max_length=1000, description="none: a new "
                                     "preset gets none, a replaced one keeps its own")
-    overwrite: bool = Field(False, description="replace a user preset of that name (shipped "
+    overwrite: Switch = Field(False, description="replace a user preset of that name (shipped "
                             "presets are never replaced)")
 
 

@@ -11,6 +11,7 @@ without a line about them.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -45,6 +46,7 @@ class JobSlot:
         self.session = session
         self._lock = threading.Lock()
         self.latest: dict[str, Job] = {}  # kind -> its latest job, running or over
+        self._threads: list[threading.Thread] = []
 
     def start(self, job: Job, work: Callable[[], Job]) -> None:
         """Claims the slot for `job` and runs `work` on a thread of its own; `work` returns
@@ -61,8 +63,17 @@ class JobSlot:
             self.latest[job.kind] = job
         # Paused before the start is answered: the runs never share the machine with it.
         was_running = self.session.pause()
-        threading.Thread(target=self._run, args=(work, was_running), daemon=True,
-                         name=f"tuner-job-{job.kind.split()[-1]}").start()
+        thread = threading.Thread(target=self._run, args=(work, was_running), daemon=True,
+                                  name=f"tuner-job-{job.kind.split()[-1]}")
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def join(self, timeout: float) -> bool:
+        """Waits up to `timeout` seconds for the running jobs to end; True when they did."""
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in self._threads)
 
     def _run(self, work: Callable[[], Job], was_running: bool) -> None:
         try:

@@ -2,6 +2,11 @@
 the live settings as the baseline, while the live session is paused (a tune and the live
 session never measure at the same time), with its trials to poll and a stop that ends it
 at the next token.
+
+A server that stops (SIGTERM) stops its tune and waits a moment for it to fail its trial in
+flight, as `tuner tune` does on Ctrl-C; a trial still running then is failed from here, so
+no trial is left running in the study. A restarted server lists the latest tune a server
+ran, as it stood, until it starts another.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ if TYPE_CHECKING:
     from tuner.tune.run import Spec
 
 log = logging.getLogger(__name__)
+
+LIVE = "live-"  # the study names of tunes started from a UI: live-<time>-<id>
+STOP_WAIT_S = 3.0  # how long a stopping server waits for its tune to end at a token
 
 
 class TuneJob(TuneRequest):
@@ -72,10 +80,21 @@ class TuneRunner:
     def __init__(self, slot: JobSlot, live_settings: Callable[[], Settings]):
         self.slot = slot
         self.live_settings = live_settings
+        self._earlier: list[TuneJob | None] = []  # read once: [the last server's tune]
 
     @property
     def job(self) -> TuneJob | None:
-        """The latest tune, running or over."""
+        """The latest tune, running or over; before this server started one, the latest a
+        server ran (stopped with it)."""
+        if self._started is not None:
+            return self._started
+        if not self._earlier:
+            self._earlier.append(earlier_tune())
+        return self._earlier[0]
+
+    @property
+    def _started(self) -> TuneJob | None:
+        """The latest tune this server started."""
         job = self.slot.latest.get(TuneJob.kind)
         return job if isinstance(job, TuneJob) else None
 
@@ -90,7 +109,7 @@ class TuneRunner:
                     warmup=request.tokens, max_kl=request.max_kl,
                     min_agreement=request.min_agreement)
         job = TuneJob(**request.model_dump(), searched=spec.space_of().describe(),
-                      study=f"live-{time.strftime('%Y%m%d-%H%M%S')}-{uuid4().hex[:6]}",
+                      study=f"{LIVE}{time.strftime('%Y%m%d-%H%M%S')}-{uuid4().hex[:6]}",
                       storage=storage_url(None))
         self.slot.start(job, lambda: self._run(job, spec))
         return job
@@ -104,10 +123,30 @@ class TuneRunner:
             job.stop.set()
         return job
 
+    def close(self, timeout: float = STOP_WAIT_S) -> None:
+        """Stops the tune and waits up to `timeout` for it to end; a trial it still runs
+        then is failed in the study from here."""
+        from tuner.tune.study import fail_ours, load_study
+
+        job = self._started
+        if job is None or not job.busy:
+            return
+        self.stop()
+        if self.slot.join(timeout):
+            return
+        try:
+            fail_ours(load_study(job.storage, job.study), "stopped: the server stopped "
+                      "before its measurement finished")
+        except Exception as err:  # the study database itself failed: said, not raised
+            log.error("tune %s: its running trial could not be failed: %s", job.study,
+                      _why(err))
+
     def _on(self, job: TuneJob, kind: str, r: dict[str, Any], study: optuna.Study) -> None:
         from tuner.tune.study import front
 
         if kind == "start":
+            if "request" not in study.user_attrs:  # for a later server to list the job
+                study.set_user_attr("request", job.model_dump(include=REQUEST_FIELDS))
             job.running = r["number"]
             return
         job.rows = [*job.rows, r]  # a new list: readers never see one half-appended
@@ -124,8 +163,56 @@ class TuneRunner:
                           stop=job.stop)
             job.state = "done" if result["complete"] else "stopped"
         except Exception as err:  # the job reports it; the live session carries on
-            log.exception("tune %s failed", job.study)
-            job.error, job.state = f"{type(err).__name__}: {err}", "failed"
+            job.error, job.state = _why(err), "failed"
+            log.error("tune %s failed: %s", job.study, job.error)  # one line; -v: the trace
+            log.debug("tune %s failed", job.study, exc_info=True)
         finally:
             job.running = None
         return job
+
+
+REQUEST_FIELDS = set(TuneRequest.model_fields)
+
+
+def _why(err: Exception) -> str:
+    """An error as one line: a database's own message, not the SQL it failed on and the
+    chain of exceptions around it."""
+    cause = getattr(err, "orig", None)  # SQLAlchemy's wrapper of the driver's error
+    if cause is not None:
+        return f"the study database failed: {type(cause).__name__}: {cause}"
+    return f"{type(err).__name__}: {err}"
+
+
+def earlier_tune() -> TuneJob | None:
+    """The latest tune a server ran into the default study database, as it stood (its
+    running trial failed if the server that ran it is gone), or None when there is none
+    or it cannot be read (said in one log line)."""
+    from tuner.tune.study import default_path
+
+    path = default_path()
+    if not path.is_file():
+        return None
+    try:
+        return _read_tune(f"sqlite:///{path}")
+    except Exception as err:  # a database another version wrote, or broken: not fatal
+        log.warning("the tune study database %s cannot be read: %s", path, _why(err))
+        return None
+
+
+def _read_tune(storage: str) -> TuneJob | None:
+    import optuna
+
+    from tuner.tune.study import fail_abandoned, front, load_study, rows
+
+    names = sorted(n for n in optuna.get_all_study_names(storage) if n.startswith(LIVE))
+    if not names:
+        return None
+    study = load_study(storage, names[-1])
+    fail_abandoned(study)
+    spec, found = study.user_attrs["spec"], rows(study)
+    asked = {"trials": max(1, len(found)), "tokens": spec["span"]["tokens"],
+             "objective": spec["objective"], **spec["gate"],
+             **study.user_attrs.get("request", {})}
+    return TuneJob(**asked, searched=spec["space"], study=study.study_name, storage=storage,
+                   state="stopped", rows=found, front=[t.number for t in front(study)],
+                   error="the server running it stopped before it finished")

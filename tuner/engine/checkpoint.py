@@ -110,15 +110,18 @@ class Extent:
 def read_header(path: Path) -> tuple[int, dict]:
     """(offset of the data section, header dict) of a safetensors file; ModelError naming
     the file when it is not one, or is shorter than its header says."""
-    size = Path(path).stat().st_size
     try:
-        with open(path, "rb") as f:
+        with inputs.open_file(path, inputs.SAFETENSORS) as f:
+            size = os.fstat(f.fileno()).st_size
             (n,) = struct.unpack("<Q", f.read(8))
-            if 8 + n > size:
-                raise ValueError(f"a header of {n} bytes in a file of {size}")
+            if 8 + n > size or n > inputs.SAFETENSORS_HEADER:
+                raise ValueError(f"a header of {n:,} bytes in a file of {size:,}; a header "
+                                 f"is at most {inputs.SAFETENSORS_HEADER:,} bytes")
             header = inputs.loads(f.read(n))
         header.pop("__metadata__", None)
         end = max((_extent(name, t)[1] for name, t in header.items()), default=0)
+    except inputs.PathError as err:
+        raise ModelError(f"{err}: {FOLDER}") from None
     except (struct.error, ValueError, TypeError, KeyError, IndexError,
             AttributeError) as err:
         raise ModelError(f"{path} is not a safetensors file ({type(err).__name__}: {err}): "
@@ -150,6 +153,7 @@ class Checkpoint:
         self.folder = Path(folder)
         self.raw_config = read_config(self.folder)
         self.config = ModelConfig.read(self.folder, self.raw_config)
+        self.recipe = _recipe(self.raw_config, self.config, self.folder / "config.json")
         self.quant = Quant.from_config(self.raw_config.get("quantization_config"))
         self.files = self._shard_files()
         self._where: dict[str, tuple[str, int, int, torch.dtype, tuple[int, ...]]] = {}
@@ -171,7 +175,12 @@ class Checkpoint:
 
     @property
     def name(self) -> str:
-        return self.raw_config.get("tuner_recipe", {}).get("name") or self.folder.name
+        return self.recipe.get("name") or self.folder.name
+
+    @property
+    def topics(self) -> int:
+        """Token topics of a model tuner made (1: none), which built-in workloads draw from."""
+        return self.recipe.get("topics", 1)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -183,21 +192,44 @@ class Checkpoint:
         return self._where[self._tensor(0, 0, self.parts[0].name)][3]
 
     def _check_dense(self) -> None:
-        """The embeddings and the routers must have the shapes config.json gives: the
-        workload draws token ids below vocab_size, and every layer routes over
-        num_experts."""
-        mc = self.config
-        want = {"model.embed_tokens.weight": (mc.vocab_size, mc.hidden_size),
-                **{mc.router_key(l): (mc.num_experts, mc.hidden_size)
-                   for l in range(mc.num_layers)}}
-        for name, shape in want.items():
+        """The dense tensors must have the shapes config.json gives, before any is loaded:
+        the workload draws token ids below vocab_size, every layer routes over num_experts,
+        and attention splits its projections by the head counts, so a config whose sizes
+        disagree with the weights is one line here rather than a shape error at the first
+        token. Optional tensors (biases, q/k norms, a separate LM head) are checked where
+        they are present."""
+        for name, (shape, required) in self._dense_shapes().items():
             if name not in self._where:
+                if not required:
+                    continue
                 raise ModelError(f"{self.folder}: tensor {name} is missing from its "
                                  f"*.safetensors: {FOLDER}")
             have = self._where[name][4]
             if have != shape:
                 raise ModelError(f"{self._where[name][0]}: tensor {name} has shape "
                                  f"{list(have)}; config.json's sizes make it {list(shape)}")
+
+    def _dense_shapes(self) -> dict[str, tuple[tuple[int, ...], bool]]:
+        """Dense tensor name -> (its shape by config.json, whether a model must have it)."""
+        mc = self.config
+        D, V, Dh = mc.hidden_size, mc.vocab_size, mc.head_dim
+        q, kv = mc.num_heads * Dh, mc.num_kv_heads * Dh
+        norms = {"head": (Dh, Dh), "full": (q, kv)}.get(mc.spec.qk_norm)
+        want = {"model.embed_tokens.weight": ((V, D), True), "model.norm.weight": ((D,), True),
+                "lm_head.weight": ((V, D), False)}
+        for l in range(mc.num_layers):
+            a = f"model.layers.{l}.self_attn."
+            want |= {mc.router_key(l): ((mc.num_experts, D), True),
+                     f"model.layers.{l}.input_layernorm.weight": ((D,), True),
+                     f"model.layers.{l}.post_attention_layernorm.weight": ((D,), True),
+                     a + "q_proj.weight": ((q, D), True), a + "k_proj.weight": ((kv, D), True),
+                     a + "v_proj.weight": ((kv, D), True), a + "o_proj.weight": ((D, q), True),
+                     a + "q_proj.bias": ((q,), False), a + "k_proj.bias": ((kv,), False),
+                     a + "v_proj.bias": ((kv,), False)}
+            if norms:  # qk_norm "head" needs both (the model expands them per head)
+                want |= {a + "q_norm.weight": ((norms[0],), mc.spec.qk_norm == "head"),
+                         a + "k_norm.weight": ((norms[1],), mc.spec.qk_norm == "head")}
+        return want
 
     def _tensor(self, layer: int, expert: int, part: str) -> str:
         matrix, suffix = _tensor_suffix(part)
@@ -207,7 +239,10 @@ class Checkpoint:
         index = self.folder / "model.safetensors.index.json"
         if index.is_file():
             try:
-                names = sorted(set(inputs.loads(index.read_text())["weight_map"].values()))
+                names = sorted(set(inputs.loads(inputs.read_bytes(
+                    index, inputs.SAFETENSORS_INDEX))["weight_map"].values()))
+            except inputs.PathError as err:
+                raise ModelError(f"{err}: {FOLDER}") from None
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
                 raise ModelError(f"{index} is not a safetensors index ({type(err).__name__}: "
                                  f"{err}); it maps tensor names to shard files under "
@@ -290,6 +325,22 @@ class Checkpoint:
                 t = f.get_tensor(key)
             buf[p.offset:p.offset + p.nbytes] = t.contiguous().view(-1).view(torch.uint8)
         return buf
+
+
+def _recipe(cfg: dict, mc: ModelConfig, where: Path) -> dict:
+    """config.json's `tuner_recipe` ({} when absent): how tuner made a model, an object
+    whose `name` is text and `topics` a whole number from 1 to the vocabulary size."""
+    recipe = cfg.get("tuner_recipe", {})
+    allowed = ("tuner_recipe is the object tuner writes into a model it makes (a name, "
+               f"topics from 1 to vocab_size {mc.vocab_size}); remove it from any other model")
+    if not isinstance(recipe, dict):
+        raise ModelError(f"{where}: tuner_recipe = {inputs.brief(recipe)}: {allowed}")
+    name, topics = recipe.get("name", ""), recipe.get("topics", 1)
+    if not isinstance(name, str) or type(topics) is not int or \
+            not 1 <= topics <= mc.vocab_size:
+        raise ModelError(f"{where}: tuner_recipe name {inputs.brief(name)}, topics "
+                         f"{inputs.brief(topics)}: {allowed}")
+    return recipe
 
 
 def read_into(path: str, offset: int, view: memoryview) -> int:

@@ -18,7 +18,7 @@ import torch
 from tuner.config import Config
 from tuner.engine.decode import Engine
 from tuner.engine.snapshot import Text
-from tuner.engine.verify import find_bad_expert
+from tuner.engine.verify import NotFinite, find_bad_expert
 from tuner.engine.workload import Turn, Workload
 
 TEXT_TOKENS = 200  # generated tokens of the current conversation kept as text
@@ -96,7 +96,7 @@ class Conversation:
             logits = eng.prefill(ids, self.pos)
         host = logits.detach().cpu()
         if not torch.isfinite(host).all():
-            raise FloatingPointError(self._why_not_finite())
+            raise NotFinite(self._why_not_finite())
         self.logits = logits
         self.pos += len(ids)
         self.resident = eng.resident_counts()

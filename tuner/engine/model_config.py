@@ -239,8 +239,10 @@ def read_config(folder: Path) -> dict:
     if not there:
         raise ModelError(f"{path} is missing: {FOLDER}")
     try:
-        cfg = inputs.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+        cfg = inputs.loads(inputs.read_bytes(path, inputs.MODEL_CONFIG))
+    except inputs.PathError as err:
+        raise ModelError(f"{err}: {FOLDER}") from None
+    except (OSError, ValueError) as err:
         raise ModelError(f"{path} is not readable JSON ({err}): {FOLDER}") from None
     if not isinstance(cfg, dict):
         raise ModelError(f"{path} holds a JSON {type(cfg).__name__}, not an object: {FOLDER}")

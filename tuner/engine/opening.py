@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from tuner.config import Config
-from tuner.engine import synth
+from tuner.engine import inputs, synth
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.decode import Engine
 from tuner.engine.model_config import ModelError
@@ -50,14 +50,25 @@ def load_tokenizer(folder: Path):
     from tokenizers import Tokenizer
 
     try:
-        return Tokenizer.from_file(str(path))
+        text = inputs.read_text(path, inputs.TOKENIZER)
+    except (OSError, inputs.PathError) as err:
+        raise ModelError(f"{path} cannot be read ({err}); remove it to run the model without "
+                         "text") from None
+    try:
+        return Tokenizer.from_str(text)
     except Exception as err:  # the library raises plain Exception for a bad file
         raise ModelError(f"{path} is not a tokenizer file the tokenizers library reads "
                          f"({err}); remove it to run the model without text") from None
 
 
 def encode(tokenizer, text: str) -> tuple[list[int], list[str]]:
-    """(token ids of `text`, the words of it that became the unknown token)."""
+    """(token ids of `text`, the words of it that became the unknown token); WorkloadError
+    for text that is not Unicode (a lone surrogate, from an undecodable command line)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise WorkloadError(f"prompt {inputs.brief(text)} holds a lone surrogate at "
+                            f"character {err.start}; prompts must be Unicode text") from None
     encoding = tokenizer.encode(text)
     unk = getattr(tokenizer.model, "unk_token", None)
     unk_id = tokenizer.token_to_id(unk) if unk else None
@@ -117,7 +128,7 @@ def open_parts(cfg: Config, workload: Workload | None = None) -> Parts:
     device = pick_device(cfg.device)
     ckpt = Checkpoint(model_folder(cfg))
     tokenizer = load_tokenizer(ckpt.folder)
-    topics = ckpt.raw_config.get("tuner_recipe", {}).get("topics", 1)
+    topics = ckpt.topics
     workload = workload or load_workload(cfg.workload, cfg.seed, ckpt.config.vocab_size,
                                          topics)
     texts = {t.prompt for c in workload.conversations for t in c if isinstance(t.prompt, str)}

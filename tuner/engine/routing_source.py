@@ -32,8 +32,7 @@ class TraceRouting:
                 f"{where}: {trace.layers} layers x {trace.num_experts} experts, top-"
                 f"{trace.top_k}; the model has {layers} x {experts}, top-{top_k}. Make a "
                 f"model of the trace's shape with `tuner model make --like {where}`")
-        self.trace = trace
-        self.rows = trace.rows()  # [token][layer] -> expert ids, empty slots left out
+        self.trace = trace  # read a routing at a time: no copy of the trace as lists
         self.starts = set(trace.sequence_starts)
         self.position = 0  # the trace token the next step routes
 
@@ -54,7 +53,7 @@ class TraceRouting:
                device: torch.device) -> tuple[list[int], torch.Tensor]:
         """The experts this layer routes now, in rank order; with a resident bonus and the
         trace's logits, the moce router's pick from those logits instead."""
-        ids = self.rows[self.position][layer]
+        ids = [e for e in self.trace.experts[self.position, layer].tolist() if e >= 0]
         scores = self.scores("logits", layer) if resident and ids else None
         if scores is not None and resident is not None:
             logits = torch.from_numpy(np.ascontiguousarray(scores)).to(device)

@@ -14,13 +14,21 @@
   not 0..L-1, `import_problems`, ...).
 
 T tokens in order, L layers in order; replay walks them in exactly that order.
+
+A trace is read within limits (tuner.engine.inputs): a regular file of at most 4 GiB whose
+arrays together declare at most 4 GiB and at most 2**26 routed slots, a meta of at most 16
+MiB; every array's header is read and checked before any array is inflated. Loading holds
+the arrays once and checks them in blocks of at most 16 MiB, so it stays within the
+arrays' size plus 40 MiB.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import struct
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +44,8 @@ ARRAYS = ("experts", "logits", "stale", "probs", "meta")
 SCORES = ("logits", "stale")  # optional float arrays [T, L, E]
 # A trace drives a model of its shape, so it has the sizes a model config may have.
 MAX_LAYERS, MAX_EXPERTS = LIMITS["num_hidden_layers"], LIMITS["experts"]
+CHECK_BYTES = 16 << 20  # what the checks of `experts` look at at a time
+_DIRECTORY = 64 << 10  # a zip directory of a few arrays takes a few hundred bytes
 
 
 class TraceError(TunerError, ValueError):
@@ -92,27 +102,30 @@ class Trace:
         n = self.meta.get("num_experts")
         if type(n) is not int or not 1 <= n <= MAX_EXPERTS:
             raise TraceError(f"{where}: meta 'num_experts' must be an integer from 1 to "
-                             f"{MAX_EXPERTS:,}, got {n!r}")
+                             f"{MAX_EXPERTS:,}, got {inputs.brief(n)}")
         size = self.meta.get("expert_bytes")
-        if size is not None and (type(size) is not int or size < 0):
+        if size is not None and (type(size) is not int or not 0 <= size < 2**63):
             raise TraceError(f"{where}: meta 'expert_bytes' must be an integer >= 0 (0: not "
-                             f"known), got {size!r}")
+                             f"known), got {inputs.brief(size)}")
         starts = self.meta.get("sequence_starts") or [0]
         if not isinstance(starts, list) or not all(type(t) is int and 0 <= t < T
                                                    for t in starts):
             raise TraceError(f"{where}: meta 'sequence_starts' must be a list of token "
                              f"indices from 0 to {T - 1}")
-        bad = np.argwhere((ex < -1) | (ex >= n))
-        if len(bad):
-            t, l, r = bad[0]
-            raise TraceError(f"{where}: expert id {ex[t, l, r]} at token {t}, layer {l}, rank "
-                             f"{r}; allowed: -1 (empty) or 0..{n - 1} (num_experts {n})")
-        ordered = np.sort(ex, axis=2)
-        dup = np.argwhere((ordered[:, :, 1:] == ordered[:, :, :-1]) & (ordered[:, :, 1:] >= 0))
-        if len(dup):
-            t, l, r = dup[0]
-            raise TraceError(f"{where}: token {t}, layer {l} names expert {ordered[t, l, r + 1]}"
-                             " twice; a routing names each expert at most once")
+        for t0, l0, block in _blocks(ex):  # a block at a time: no copy of the whole array
+            bad = (block < -1) | (block >= n)
+            if bad.any():
+                t, l, r = np.unravel_index(int(bad.argmax()), bad.shape)
+                raise TraceError(f"{where}: expert id {block[t, l, r]} at token {t0 + t}, "
+                                 f"layer {l0 + l}, rank {r}; allowed: -1 (empty) or "
+                                 f"0..{n - 1} (num_experts {n})")
+            ordered = np.sort(block, axis=2)
+            dup = (ordered[:, :, 1:] == ordered[:, :, :-1]) & (ordered[:, :, 1:] >= 0)
+            if dup.any():
+                t, l, r = np.unravel_index(int(dup.argmax()), dup.shape)
+                raise TraceError(f"{where}: token {t0 + t}, layer {l0 + l} names expert "
+                                 f"{ordered[t, l, r + 1]} twice; a routing names each expert "
+                                 "at most once")
         for name, arr, shape in (("logits", self.logits, (T, L, n)),
                                  ("stale", self.stale, (T, L, n)),
                                  ("probs", self.probs, (T, L, K))):
@@ -123,7 +136,26 @@ class Trace:
                                  f"{ex.shape} and num_experts {n} it must be {shape}")
 
 
+def _blocks(ex: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
+    """(first token, first layer, a view of `ex`) over all of `ex`, each block of at most
+    CHECK_BYTES (or one routing): tokens at a time, layers at a time where one token's
+    routings are larger."""
+    T, L, K = ex.shape
+    row = L * K * ex.itemsize
+    if row <= CHECK_BYTES:
+        step = CHECK_BYTES // row
+        for t in range(0, T, step):
+            yield t, 0, ex[t:t + step]
+        return
+    step = max(1, CHECK_BYTES // (K * ex.itemsize))
+    for t in range(T):
+        for l in range(0, L, step):
+            yield t, l, ex[t:t + 1, l:l + step]
+
+
 def save(trace: Trace, path: Path) -> None:
+    """Writes `trace` to `path` whole or not at all; TraceError when it cannot be written
+    (no such folder, a full disk), naming the path."""
     trace.check(str(path))
     arrays: dict[str, Any] = {"experts": trace.experts.astype(np.int32),
                               "meta": np.array(json.dumps(trace.meta))}
@@ -131,33 +163,21 @@ def save(trace: Trace, path: Path) -> None:
         arr = getattr(trace, name)
         if arr is not None:
             arrays[name] = arr.astype(np.float32)
-    with open(path, "wb") as f:  # a file object, so numpy does not append ".npz"
-        np.savez_compressed(f, **arrays)
+    try:  # a file object, so numpy does not append ".npz"
+        inputs.write_atomic(path, lambda f: np.savez_compressed(f, **arrays))
+    except inputs.PathError as err:
+        raise TraceError(f"trace {err}") from None
 
 
 def load(path: Path) -> Trace:
     where = str(path)
     try:
-        what = inputs.kind(path)
+        with inputs.open_file(path, inputs.TRACE) as f:
+            arrays = _read(f, where)
     except inputs.PathError as err:
         raise TraceError(f"trace {err}") from None
-    if what != "file":
-        raise TraceError(f"{where}: no such file" if what == "missing" else
-                         f"{where} is not a file: a trace is an .npz file")
-    if not zipfile.is_zipfile(path):
-        raise TraceError(f"{where} is not a trace: a trace is the .npz archive `tuner trace "
-                         "record` or `tuner trace import` writes; to bring a route log in, "
-                         f"run `tuner trace import jsonl|vllm|csv {where} -o trace.npz`")
-    try:
-        names = check_headers(path)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise TraceError(f"{where}: not a trace (.npz) file: {err}") from None
-    if set(names) - set(ARRAYS) or "experts" not in names or "meta" not in names:
-        raise TraceError(f"{where}: holds {sorted(names)}; a trace holds 'experts' and "
-                         "'meta', optionally 'logits', 'stale' and 'probs'")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {name: z[name] for name in z.files}
+    except TraceError:
+        raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise TraceError(f"{where}: not a trace (.npz) file: {err}") from None
     try:
@@ -172,30 +192,78 @@ def load(path: Path) -> Trace:
     return trace
 
 
-def check_headers(path: Path) -> list[str]:
+def _read(f, where: str) -> dict[str, np.ndarray]:
+    """The arrays of the .npz open as `f` by name, once its directory and every array's
+    header were checked."""
+    if not zipfile.is_zipfile(f):
+        raise TraceError(f"{where} is not a trace: a trace is the .npz archive `tuner trace "
+                         "record` or `tuner trace import` writes; to bring a route log in, "
+                         f"run `tuner trace import jsonl|vllm|csv {where} -o trace.npz`")
+    _check_directory(f)
+    with zipfile.ZipFile(f) as z:
+        names = check_headers(z)
+        if set(names) - set(ARRAYS) or "experts" not in names or "meta" not in names:
+            raise TraceError(f"{where}: holds {sorted(names)}; a trace holds 'experts' and "
+                             "'meta', optionally 'logits', 'stale' and 'probs'")
+        arrays = {}
+        for info in z.infolist():
+            with z.open(info) as member:
+                arrays[info.filename.removesuffix(".npy")] = npy.read_array(
+                    member, allow_pickle=False)
+    return arrays
+
+
+def _check_directory(f) -> None:
+    """ValueError unless the zip directory of `f` lists no more arrays than a trace has:
+    the directory is read whole when the archive is opened, so a crafted one listing
+    millions of members would otherwise grow the process first."""
+    end = f.seek(0, 2)
+    f.seek(max(0, end - 22 - 0xFFFF))  # the end record, after at most a 64 KiB comment
+    tail = f.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        raise ValueError("no zip directory")
+    members, size = struct.unpack("<HI", tail[at + 10:at + 16])
+    if members > len(ARRAYS) or size > _DIRECTORY:
+        raise ValueError(f"its zip directory lists {members:,} members in {size:,} bytes; a "
+                         f"trace has at most {len(ARRAYS)} arrays")
+    f.seek(0)
+
+
+def check_headers(z: zipfile.ZipFile) -> list[str]:
     """The names of the arrays of an .npz, once every array's header was read and found to
     describe the bytes stored for it (an array is allocated at the size its header gives
     before it is read, so a header claiming 2**48 tokens would otherwise fail as a
-    MemoryError) and all of them to fit in this machine's memory. ValueError saying which
-    array is wrong."""
+    MemoryError) and all of them within a trace's limits. ValueError saying which array is
+    wrong."""
     names, total = [], 0
-    with zipfile.ZipFile(path) as z:
-        for info in z.infolist():
-            name = info.filename.removesuffix(".npy")
-            with z.open(info) as f:
-                version = npy.read_magic(f)
-                if version not in ((1, 0), (2, 0)):
-                    raise ValueError(f"array {name!r}: .npy format {version} is not read")
-                read = npy.read_array_header_1_0 if version == (1, 0) else \
-                    npy.read_array_header_2_0
-                shape, _, dtype = read(f)
-                stored = info.file_size - f.tell()
-            claimed = math.prod(shape) * dtype.itemsize
-            if dtype.hasobject or claimed != stored:
-                raise ValueError(f"array {name!r}: its header says {dtype} of shape {shape}, "
-                                 f"{claimed:,} bytes; {stored:,} are stored")
-            names.append(name)
-            total += claimed
+    for info in z.infolist():
+        name = info.filename.removesuffix(".npy")
+        with z.open(info) as f:
+            version = npy.read_magic(f)
+            if version not in ((1, 0), (2, 0)):
+                raise ValueError(f"array {name!r}: .npy format {version} is not read")
+            read = npy.read_array_header_1_0 if version == (1, 0) else \
+                npy.read_array_header_2_0
+            shape, _, dtype = read(f)
+            stored = info.file_size - f.tell()
+        claimed = math.prod(shape) * dtype.itemsize
+        if dtype.hasobject or claimed != stored:
+            raise ValueError(f"array {name!r}: its header says {dtype} of shape {shape}, "
+                             f"{claimed:,} bytes; {stored:,} are stored")
+        if name == "meta" and (dtype.kind not in "US" or shape != () or
+                               claimed > inputs.TRACE_META):
+            raise ValueError(f"array 'meta': {dtype} of shape {shape}, {claimed:,} bytes; "
+                             "'meta' is one JSON string of at most "
+                             f"{inputs.TRACE_META:,} bytes")
+        if name == "experts" and math.prod(shape) > inputs.TRACE_SLOTS:
+            raise ValueError(f"array 'experts': shape {shape}, {math.prod(shape):,} routed "
+                             f"slots; a trace holds at most {inputs.TRACE_SLOTS:,}")
+        names.append(name)
+        total += claimed
+    if total > inputs.TRACE.size:
+        raise ValueError(f"its arrays take {total:,} bytes; {inputs.TRACE.allowed()}, its "
+                         "arrays together too")
     if total > memory_bytes():
         raise ValueError(f"its arrays take {total:,} bytes, more than this machine's "
                          f"{memory_bytes():,} bytes of memory")

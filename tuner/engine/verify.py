@@ -20,8 +20,14 @@ import torch
 
 from tuner.engine.checkpoint import Checkpoint, Part, read_into
 from tuner.engine.store import Read
+from tuner.errors import TunerError
 
 OFF, FINITE, CHECKSUM = 0, 1, 2
+
+
+class NotFinite(TunerError, FloatingPointError):
+    """A token's logits came out NaN or inf; the message names the expert whose bytes on
+    disk did it, when one did."""
 
 
 def read_expert(ckpt: Checkpoint, layer: int, expert: int) -> bytearray:

@@ -28,6 +28,7 @@ MAX_TOKENS = (1, 65536)  # allowed range of a turn's max_tokens
 DEFAULT_MAX_TOKENS = 64
 CORPUS_PROMPT = 16  # tokens of a built-in corpus prompt
 CORPUS_SIZE = 256  # conversations of the corpus before it repeats
+MAX_REPORTED = 10  # bad lines of a file an error names
 FILE_FORM = ('each line is {"prompt": "...", "max_tokens": N} or '
              '{"turns": ["...", "..."], "max_tokens": N}; max_tokens optional, from '
              f'{MAX_TOKENS[0]} to {MAX_TOKENS[1]}')
@@ -37,7 +38,7 @@ class WorkloadError(TunerError, ValueError):
     """A workload that cannot be loaded; the message names the file, line and rule."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a workload file may hold many
 class Turn:
     prompt: str | tuple[int, ...]  # text (encoded with the model's tokenizer) or token ids
     max_tokens: int | None  # None: generate until the context is full
@@ -130,7 +131,7 @@ def _max_tokens(obj: dict) -> int:
     return n
 
 
-def _conversation(line: str) -> tuple[Turn, ...]:
+def _conversation(line: bytes) -> tuple[Turn, ...]:
     try:
         obj = inputs.loads(line)
     except json.JSONDecodeError as err:
@@ -139,42 +140,83 @@ def _conversation(line: str) -> tuple[Turn, ...]:
         raise ValueError("not a JSON object")
     unknown = sorted(set(obj) - {"prompt", "turns", "max_tokens"})
     if unknown:
-        raise ValueError(f"unknown keys {', '.join(unknown)}")
+        raise ValueError(f"unknown keys {', '.join(map(_key, unknown))}")
     if ("prompt" in obj) == ("turns" in obj):
         raise ValueError("give either prompt or turns")
     texts = [obj["prompt"]] if "prompt" in obj else obj["turns"]
     if not isinstance(texts, list) or not texts or not all(
             isinstance(t, str) and t.strip() for t in texts):
         raise ValueError("prompt must be a non-empty string, turns a non-empty list of them")
+    if not all(_unicode(t) for t in texts):  # "\ud800": JSON can spell what UTF-8 cannot
+        raise ValueError("a prompt holds a lone surrogate (an unpaired \\ud800-\\udfff "
+                         "escape); prompts must be Unicode text")
     n = _max_tokens(obj)
     return tuple(Turn(t, n) for t in texts)
 
 
-def read_file(path: Path) -> Workload:
-    """A JSON-lines workload file; every bad line is named with its number in one error."""
+def _key(name: str) -> str:
+    """A key as an error names it: as it is, or quoted and cut when long or not Unicode."""
+    return name if len(name) <= 40 and _unicode(name) else inputs.brief(name, 40)
+
+
+def _unicode(text: str) -> bool:
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise WorkloadError(f"workload file {path}: {err}") from None
-    convs, bad = [], []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            convs.append(_conversation(line))
-        except ValueError as err:
-            bad.append(f"line {number}: {err}")
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def read_file(path: Path, keep: bool = True) -> Workload:
+    """A JSON-lines workload file; every bad line is named with its number in one error
+    (the first MAX_REPORTED of them). Read a line at a time, within inputs.WORKLOAD; with
+    `keep` False every line is checked and none kept (the workload has no conversations)."""
+    convs: list[tuple[Turn, ...]] = []
+    bad: list[str] = []  # the first MAX_REPORTED bad lines; `more` counts the rest
+    more, found = 0, False
+    try:
+        for number, line in inputs.read_lines(path, inputs.WORKLOAD):
+            if not line.strip():
+                continue
+            try:
+                conversation = _conversation(line)
+            except ValueError as err:  # the first few named, the rest counted
+                if len(bad) < MAX_REPORTED:
+                    bad.append(f"line {number}: {err}")
+                else:
+                    more += 1
+                continue
+            found = True
+            if keep:
+                convs.append(conversation)
+    except inputs.PathError as err:
+        raise WorkloadError(f"workload file {err}") from None
+    except OSError as err:
+        raise WorkloadError(f"workload file {path}: {err.strerror or err}") from None
+    if more:
+        bad.append(f"and {more:,} more bad lines")
     if bad:
         raise WorkloadError(f"workload file {path}: {'; '.join(bad)}; {FILE_FORM}")
-    if not convs:
+    if not found:
         raise WorkloadError(f"workload file {path} holds no conversation; {FILE_FORM}")
     return Workload(Path(path).name, tuple(convs))
 
 
 def check(spec: str) -> None:
-    """Raises WorkloadError unless `spec` names a built-in or a good workload file."""
+    """Raises WorkloadError unless `spec` names a built-in or a good workload file (read a
+    line at a time, nothing kept)."""
     if spec not in NAMES:
-        read_file(_file(spec))
+        read_file(_file(spec), keep=False)
+
+
+def check_name(spec: str) -> None:
+    """Raises WorkloadError unless `spec` is a built-in's name or a path some file could
+    have; it touches no file (`check` reads it)."""
+    if spec not in NAMES:
+        try:
+            inputs.check(spec)
+        except inputs.PathError as err:
+            raise WorkloadError(f"workload {err}") from None
 
 
 def _file(spec: str) -> Path:

@@ -42,7 +42,7 @@ def demo_text(ckpt: Checkpoint, tokens: int, seed: int = DEMO_SEED,
         raise ValueError(f"{ckpt.folder} has no tokenizer.json: give --text FILE")
     mc = ckpt.config
     model = Resident(ckpt, tokens + 1, torch.device("cpu"))
-    topics = ckpt.raw_config.get("tuner_recipe", {}).get("topics", 1)
+    topics = ckpt.topics
     ids = list(corpus(seed, mc.vocab_size, topics).conversations[0][0].prompt)[:tokens]
     g = torch.Generator().manual_seed(seed)
     for pos in range(tokens - 1):

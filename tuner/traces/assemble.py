@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.engine.trace_format import Trace, TraceError
+from tuner.engine.inputs import TRACE_SLOTS
+from tuner.engine.trace_format import MAX_EXPERTS, MAX_LAYERS, Trace, TraceError
 
 EXAMPLES = 3
 
@@ -58,7 +59,7 @@ class Problems:
                 for kind, n in self.counts.items()}
 
 
-@dataclass
+@dataclass(slots=True)  # an import holds one per routing read
 class Routing:
     where: str  # "file:line", for the report
     # (sequence label, token index): sequences in the order they first appear, tokens by
@@ -129,8 +130,15 @@ def assemble(routings: list[Routing], problems: Problems, meta: dict,
     usual = widths.most_common(1)[0][0]
     K = max(widths)
     inferred = num_experts is None
-    if inferred:
-        num_experts = max(max((e for r in routings for e in r.experts), default=0) + 1, 1)
+    if inferred:  # ids past what a trace may hold are reported as out of range
+        num_experts = max(max((e for r in routings for e in r.experts if e < MAX_EXPERTS),
+                              default=0) + 1, 1)
+    slots = len(keys) * len(layer_ids) * K
+    if len(layer_ids) > MAX_LAYERS or slots > TRACE_SLOTS:
+        raise TraceError(f"{meta.get('source', 'source')}: {len(keys):,} tokens x "
+                         f"{len(layer_ids):,} layers x {K:,} experts a routing; a trace holds "
+                         f"1 to {MAX_LAYERS:,} layers and at most {TRACE_SLOTS:,} routed slots "
+                         "(tokens x layers x experts a routing)")
 
     experts = np.full((len(keys), len(layer_ids), K), -1, dtype=np.int32)
     probs = np.full(experts.shape, np.nan, dtype=np.float32)
@@ -145,7 +153,7 @@ def assemble(routings: list[Routing], problems: Problems, meta: dict,
         for rank, e in enumerate(r.experts):
             if e < 0:
                 problems.add("negative_id", f"{r.where}: expert {e}")
-            elif e >= num_experts:
+            elif e >= num_experts or e >= MAX_EXPERTS:
                 problems.add("out_of_range", f"{r.where}: expert {e} >= {num_experts}")
             elif e in seen:
                 problems.add("duplicate_id", f"{r.where}: expert {e} at rank {rank}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tuner.engine import inputs
 from tuner.engine.budgets import allocate, by_layer, hit_curves, stall_weights
 from tuner.engine.slots import check_quotas
 from tuner.engine.trace_format import Trace
@@ -97,10 +98,10 @@ def _notes(trace: Trace, slots: int, quotas: list[int]) -> list[str]:
 def load(path: Path) -> dict:
     """A budgets file; raises BudgetError naming what is wrong."""
     try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise BudgetError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        doc = inputs.loads(inputs.read_bytes(path, inputs.BUDGETS))
+    except inputs.PathError as err:
+        raise BudgetError(str(err)) from None
+    except (OSError, json.JSONDecodeError) as err:
         raise BudgetError(f"{path}: not a budgets file (JSON): {err}") from None
     quotas = doc.get("quotas") if isinstance(doc, dict) else None
     if not isinstance(quotas, list) or not all(

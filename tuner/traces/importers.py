@@ -30,6 +30,11 @@ format) or a glob; several make one trace, in natural name order.
   one prefill batch (all prompts concatenated), then decode batches of B rows, row i
   being request i. The importer finds the phases from the batch sizes and by default
   keeps the decode phase as one sequence per request (`--phase decode|prefill|all`).
+
+What is read is bounded: regular files only, 512 MiB for all the files of one import
+together and 1 MiB a line (tuner.engine.inputs.ROUTE_LOGS), 2**22 lines in all
+(MAX_LINES), 128 KiB a CSV field. An import holds one line at a time and the routings read
+(docs/security.md gives what that takes, measured).
 """
 
 from __future__ import annotations
@@ -40,10 +45,12 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.engine.trace_format import Trace, TraceError
+from tuner.engine import inputs
+from tuner.engine.trace_format import MAX_EXPERTS, Trace, TraceError
 from tuner.traces.assemble import Problems, Routing, Sequencer, assemble
 
 SEQUENCE_KEYS = ("problem_id", "req_id", "request_id", "seq_id", "sequence")
@@ -60,6 +67,10 @@ CSV_COLUMNS = {
     "expert": ("expert", "expertid"),
 }
 PHASES = ("decode", "prefill", "all")
+# Lines an import reads in all its files: each makes at most one routing, held until the
+# trace is made (0.4 KiB for one expert, 0.8 KiB for top-8 with gate weights).
+MAX_LINES = 1 << 22
+_lines_left: ContextVar[list[int]] = ContextVar("lines_left")  # of the import running
 
 
 class ImportFailed(TraceError):
@@ -95,11 +106,12 @@ def expand(srcs: list[Path], suffix: str) -> list[Path]:
     """The files SRC arguments name: files as given, folders' `*suffix` files, globs."""
     files: list[Path] = []
     for src in srcs:
-        if src.is_dir():
+        what = inputs.kind(src)
+        if what == "folder":
             found = sorted(src.glob(f"*{suffix}"), key=_natural)
             if not found:
                 raise TraceError(f"{src}: no {suffix} files in the folder")
-        elif src.exists():
+        elif what != "missing":  # a file, or something else that opening it refuses
             found = [src]
         else:
             found = sorted((Path(p) for p in glob.glob(str(src))), key=_natural)
@@ -128,21 +140,43 @@ def _floats(value, name: str) -> list[float]:
     return [float(v) for v in value]
 
 
+def _log_lines(path: Path, count: bool = True) -> Iterator[tuple[int, bytes]]:
+    """The lines of route log `path`, within inputs.ROUTE_LOGS and, when they `count` (a
+    pass that keeps nothing does not), the import's MAX_LINES."""
+    left = _lines_left.get(None) or [MAX_LINES]
+    for n, line in inputs.read_lines(path, inputs.ROUTE_LOGS):
+        left[0] -= count
+        if left[0] < 0:
+            raise TraceError(f"{path.name}:{n}: over {MAX_LINES:,} lines read; an import "
+                             f"reads at most {MAX_LINES:,} lines of route logs in all (each "
+                             "routing read is held until the trace is made)")
+        yield n, line
+
+
 def _json_lines(path: Path, problems: Problems) -> Iterator[tuple[str, dict]]:
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            where = f"{path.name}:{n}"
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                problems.add("unreadable", f"{where}: not JSON ({err.msg})")
-                continue
-            if not isinstance(obj, dict):
-                problems.add("unreadable", f"{where}: a JSON object is expected")
-                continue
-            yield where, obj
+    for n, line in _log_lines(path):
+        where = f"{path.name}:{n}"
+        if not line.strip():
+            continue
+        try:
+            obj = inputs.loads(line)
+        except json.JSONDecodeError as err:
+            problems.add("unreadable", f"{where}: not JSON ({err.msg})")
+            continue
+        if not isinstance(obj, dict):
+            problems.add("unreadable", f"{where}: a JSON object is expected")
+            continue
+        yield where, obj
+
+
+def _text_lines(path: Path, count: bool = True) -> Iterator[str]:
+    """The lines of `path` as text, one at a time; TraceError at one that is not UTF-8."""
+    for n, line in _log_lines(path, count):
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise TraceError(f"{path.name}:{n}: not UTF-8 text ({err.reason}); a route log "
+                             "is UTF-8 text") from None
 
 
 def _parsed(where: str, problems: Problems, needs: str, parse):
@@ -151,7 +185,7 @@ def _parsed(where: str, problems: Problems, needs: str, parse):
         return parse()
     except KeyError as err:
         problems.add("unreadable", f"{where}: no {err.args[0]!r}; {needs}")
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:  # overflow: a float beyond 1e308
         problems.add("unreadable", f"{where}: {err}")
     return None
 
@@ -180,6 +214,7 @@ def read_jsonl(files: list[Path], problems: Problems, opts: Options) -> Source:
     seq_names = (opts.sequence_key,) if opts.sequence_key else SEQUENCE_KEYS
     probs_names = (opts.probs_key,) if opts.probs_key else PROBS_KEYS
     with_ids = Counter()
+    labels: dict[tuple, tuple] = {}  # one tuple per sequence, shared by its rows
     for number, path in enumerate(files):
         sequencer = Sequencer(problems)  # token indices going back: new sequences
         for where, obj in _json_lines(path, problems):
@@ -204,12 +239,13 @@ def read_jsonl(files: list[Path], problems: Problems, opts: Options) -> Source:
             used = {*names.values(), seq_name, probs_name}
             if seq_name is not None:
                 used.add("dataset")
-                label = ("id", obj.get("dataset"), json.dumps(obj[seq_name]))
-                key = (label, token)
+                label = ("id", json.dumps(obj.get("dataset")), json.dumps(obj[seq_name]))
+                key = (labels.setdefault(label, label), token)
                 with_ids[seq_name] += 1
             else:
                 sequence, token = sequencer.key(layer, token, where)
-                key = (("file", number, sequence), token)
+                label = ("file", number, sequence)
+                key = (labels.setdefault(label, label), token)
             fields.unused(where, obj, used)
             routings.append(Routing(where, key, layer, experts, probs))
     notes = [f"sequences from the {name!r} field ({n} rows)" for name, n in with_ids.items()]
@@ -248,29 +284,54 @@ def _is_int(text: str) -> bool:
     return text.strip().lstrip("-").isdigit()
 
 
+def _csv_rows(path: Path, count: bool = True
+              ) -> tuple[list[str] | None, Iterator[tuple[str, dict]]]:
+    """The header of CSV `path` and its rows as (where, row), read a row at a time;
+    TraceError at a row the csv module cannot read."""
+    reader = csv.DictReader(_text_lines(path, count))
+
+    def refused(err: csv.Error) -> TraceError:  # a field over its limit of 128 KiB, ...
+        line = reader.reader.line_num  # the row being read (the DictReader's is the last)
+        return TraceError(f"{path.name}:{line}: not a CSV row ({err}); a field holds at "
+                          f"most {csv.field_size_limit():,} characters")
+
+    def rows() -> Iterator[tuple[str, dict]]:
+        try:
+            for row in reader:
+                yield f"{path.name}:{reader.line_num}", row
+        except csv.Error as err:
+            raise refused(err) from None
+
+    try:
+        return reader.fieldnames, rows()
+    except csv.Error as err:
+        raise refused(err) from None
+
+
 def read_csv(files: list[Path], problems: Problems, opts: Options) -> Source:
     routings: list[Routing] = []
     notes: list[str] = []
     fields = _Fields(problems)
+    labels: dict[tuple, tuple] = {}  # one tuple per sequence, shared by its rows
     texts = 0
     for number, path in enumerate(files):
-        with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
-            col = _columns(reader.fieldnames, path)
-            rows = [(f"{path.name}:{reader.line_num}", row) for row in reader]
-        fields.unused(f"{path.name}:1", [c for c in reader.fieldnames if c not in
-                                         col.values()], set())
+        names, rows = _csv_rows(path)
+        col = _columns(names, path)
+        fields.unused(f"{path.name}:1", [c for c in names or () if c not in col.values()],
+                      set())
         long_form = "experts" not in col
-        # A `token` column of text (not indices): positions by row order, per layer.
+        # A `token` column of text (not indices): positions by row order, per layer. Found
+        # by a first pass, so the rows are never all held at once.
         by_order = _normal(col["token"]) == "token" and any(
-            row[col["token"]] is not None and not _is_int(row[col["token"]]) for _, row in rows)
+            row[col["token"]] is not None and not _is_int(row[col["token"]])
+            for _, row in _csv_rows(path, count=False)[1])
         texts += by_order
         sequencer, position = Sequencer(problems), Counter()
         group: tuple[int, int] | None = None  # (layer, token) of the routing being gathered
         for where, row in rows:
             try:
                 if any(row[c] is None for c in col.values()):
-                    raise ValueError(f"{len(reader.fieldnames)} columns expected")
+                    raise ValueError(f"{len(names or ())} columns expected")
                 layer = int(row[col["layer"]])
                 ids = [int(row[col["expert"]])] if long_form else _id_list(row[col["experts"]])
                 token = None if by_order else int(row[col["token"]])
@@ -284,12 +345,12 @@ def read_csv(files: list[Path], problems: Problems, opts: Options) -> Source:
                 continue
             group = (layer, token if token is not None else row[col["token"]])
             if by_order:
-                key = (("file", number, 0), position[layer])
+                sequence, token = 0, position[layer]
                 position[layer] += 1
             else:
                 sequence, token = sequencer.key(layer, token, where)
-                key = (("file", number, sequence), token)
-            routings.append(Routing(where, key, layer, ids))
+            label = labels.setdefault(("file", number, sequence), ("file", number, sequence))
+            routings.append(Routing(where, (label, token), layer, ids))
     if texts:
         notes.append(f"{texts} of {len(files)} file(s) hold token text, not indices: "
                      "positions from row order, per layer")
@@ -299,7 +360,7 @@ def read_csv(files: list[Path], problems: Problems, opts: Options) -> Source:
 @dataclass
 class _Route:
     where: str
-    request: object
+    request: str  # req_id as JSON text: any JSON value names a request, lists too
     experts: list[int]
     probs: list[float] | None
 
@@ -422,7 +483,7 @@ def read_vllm(files: list[Path], problems: Problems, opts: Options) -> Source:
                 continue
             layer, token, experts, probs = row
             by_layer.setdefault(layer, []).append(
-                (token, _Route(where, obj.get("req_id"), experts, probs)))
+                (token, _Route(where, json.dumps(obj.get("req_id")), experts, probs)))
     if not by_layer:
         raise TraceError(f"{meta['source']}: no route lines found")
     batches = {layer: _batches(rows) for layer, rows in sorted(by_layer.items())}
@@ -484,17 +545,25 @@ def import_trace(fmt: str, srcs: list[Path] | Path, opts: Options | None = None,
         raise TraceError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if opts is not None and opts.phase not in PHASES:
         raise TraceError(f"phase {opts.phase!r}: expected one of {', '.join(PHASES)}")
+    if opts is not None and opts.num_experts is not None and not (
+            1 <= opts.num_experts <= MAX_EXPERTS):
+        raise TraceError(f"num_experts {opts.num_experts}: a trace has 1 to {MAX_EXPERTS:,} "
+                         "experts per layer")
     opts = opts or Options()
     reader, suffix = FORMATS[fmt]
-    files = expand([Path(s) for s in ([srcs] if isinstance(srcs, (str, Path)) else srcs)],
-                   suffix)
     problems, notes = Problems(), []
+    budget = _lines_left.set([MAX_LINES])
     try:
         try:
+            files = expand([Path(s) for s in ([srcs] if isinstance(srcs, (str, Path))
+                                              else srcs)], suffix)
+            inputs.within(files, inputs.ROUTE_LOGS)
             source = reader(files, problems, opts)
-        except (OSError, UnicodeDecodeError) as err:
-            raise TraceError(f"{err.filename or files[0]}: cannot be read as {fmt}: "
-                             f"{err}") from None
+        except inputs.PathError as err:  # a file of another kind, over a limit, ...
+            raise TraceError(str(err)) from None
+        except OSError as err:  # a file that failed while it was read
+            raise TraceError(f"{err.filename or 'a route log'}: cannot be read as {fmt}: "
+                             f"{err.strerror or err}") from None
         notes = source.notes
         meta = {**source.meta, "expert_bytes": expert_bytes, "import_notes": notes}
         if model:
@@ -505,3 +574,5 @@ def import_trace(fmt: str, srcs: list[Path] | Path, opts: Options | None = None,
         raise
     except TraceError as err:
         raise ImportFailed(str(err), problems.as_dict(), notes) from None
+    finally:
+        _lines_left.reset(budget)

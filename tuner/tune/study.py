@@ -15,6 +15,7 @@ import json
 import os
 import socket
 import warnings
+from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,15 @@ class TuneError(TunerError, ValueError):
     """A study cannot be run or read as asked; the message says what to change."""
 
 
+def default_path() -> Path:
+    """The SQLite file of the default storage, in TUNER_HOME."""
+    return user_dir().parent / "tune.db"
+
+
 def default_storage() -> str:
-    home = user_dir().parent
-    home.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{home / 'tune.db'}"
+    path = default_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
 
 
 def storage_url(text: str | None) -> str:
@@ -125,9 +131,21 @@ def fail_abandoned(study: optuna.Study) -> None:
     for t in study.get_trials(deepcopy=False, states=(RUNNING,)):
         owner, _, pid = (t.user_attrs.get("driver") or f"{host}:").partition(":")
         if owner == host and not (pid.isdigit() and _alive(int(pid))):
-            optuna.trial.Trial(study, t._trial_id).set_user_attr(
-                "rejected", "abandoned: the tune running it ended before it was measured")
-            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            _fail(study, t, "abandoned: the tune running it ended before it was measured")
+
+
+def fail_ours(study: optuna.Study, reason: str) -> None:
+    """Marks failed the trials this process still runs, with `reason`: a tune that could
+    not end in time, so that none is left running in the study when the process exits."""
+    for t in study.get_trials(deepcopy=False, states=(RUNNING,)):
+        if t.user_attrs.get("driver") == driver():
+            _fail(study, t, reason)
+
+
+def _fail(study: optuna.Study, t: optuna.trial.FrozenTrial, reason: str) -> None:
+    with suppress(optuna.exceptions.UpdateFinishedTrialError):  # told meanwhile: kept so
+        optuna.trial.Trial(study, t._trial_id).set_user_attr("rejected", reason)
+        study.tell(t.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
 
 
 def _alive(pid: int) -> bool:

@@ -43,6 +43,8 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 POLICY_VIOLATION = 1008  # a websocket closed before its handshake: the server answers 403
 _HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?")
+MIN_TOKEN = 16  # characters: a token guards a server that other machines reach
+_TOKEN = re.compile(rf"[!-~]{{{MIN_TOKEN},}}")  # printable ASCII: it travels in a header
 
 
 def who(scope: Scope) -> str:
@@ -72,6 +74,18 @@ def parse_allowed_host(text: str) -> tuple[str, int | None]:
         raise ValueError(f"--allowed-host {text!r}: expected a host name or address, "
                          "optionally with :PORT (such as tuner.lan or tuner.lan:8765)")
     return name, port
+
+
+def check_token(token: str) -> str:
+    """`token`, once it is at least MIN_TOKEN printable ASCII characters with no blank in or
+    around it (a blank around it is a copying mistake, and a short one is guessed);
+    ValueError saying so, without quoting it."""
+    if not _TOKEN.fullmatch(token):
+        blank = " (it has blanks in or around it)" if token != "".join(token.split()) else ""
+        raise ValueError(f"a token is at least {MIN_TOKEN} printable ASCII characters without "
+                         f"blanks; this one has {len(token)}{blank}. Make one with: python -c "
+                         "'import secrets; print(secrets.token_urlsafe())'")
+    return token
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

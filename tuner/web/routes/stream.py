@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from tuner.control.controller import Controller
 from tuner.control.errors import ApplyTimeout
-from tuner.control.models import SettingsMessage
+from tuner.control.models import SettingsMessage, problems
 from tuner.settings import SettingsError
 from tuner.web.connection import request_error, serve_client
 from tuner.web.deps import ControllerDep, HubDep, SteeringDep
@@ -40,8 +40,9 @@ async def settings_request(controller: Controller, steering: Steering,
     request_id = message.get("id") if isinstance(message, dict) else None
     try:
         request = SettingsMessage.model_validate(message)
-    except ValidationError:
-        return request_error(request_id, f"expected {SETTINGS_REQUEST}")
+    except ValidationError as err:  # say what was wrong (an unknown field, ...), then the form
+        found = "; ".join(problems(err.errors()).values())
+        return request_error(request_id, f"{found}; expected {SETTINGS_REQUEST}")
     try:
         state = await steering.run(controller.change, request.changes.root)
     except SettingsError as err:
