@@ -188,9 +188,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("io_reader", "STRATA_IO_READER", str, "auto",
          "how the disk store reads experts: threads = reader threads in Python (os.preadv), "
          "anywhere; kvikio = NVIDIA KvikIO's C++ thread pool, driven from the decode thread "
-         "with no Python thread per read (needs the gpu extra and a CUDA driver; asked for "
-         "by name: it crashed the engine on the one GPU image it was tried on); auto = "
-         "threads",
+         "with no Python thread per read (needs the gpu extra and a CUDA driver); auto = "
+         "kvikio on a CUDA device where it reads, else threads",
          "io", "-", choices=("auto", "threads", "kvikio"), restart=True),
     Knob("io_workers", "STRATA_IO_WORKERS", int, 8,
          "reader threads", "io", S000, 1, 64, unit="threads", restart=True,

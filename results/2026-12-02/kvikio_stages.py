@@ -2,9 +2,12 @@
 crashes: `python kvikio_stages.py [skip...]` takes the engine's steps in order (a small
 pinned tensor, the checkpoint, the dense layers on the GPU, the KvikIO reader as the
 settings build it, the arena's rows, the staging ring's pinned buffer), printing each, and
-leaves out the ones named (ckpt, decoder, reader, rows)."""
+leaves out the ones named (decoder, reader, rows). `gc` collects garbage after each stage
+(a crash inside the collection points at a finalizer); `ctx` makes torch's CUDA context
+before anything else."""
 
 import faulthandler
+import gc
 import sys
 
 faulthandler.enable()
@@ -21,10 +24,15 @@ from tuner.engine.store import open_reads  # noqa: E402
 
 def said(stage: str) -> None:
     print(f"{' '.join(sorted(skip)) or 'all'}: {stage}", flush=True)
+    if "gc" in skip:
+        print(f"  collected {gc.collect()}", flush=True)
 
 
 cfg = Config(io_reader="kvikio")
 device = torch.device("cuda")
+if "ctx" in skip:
+    torch.zeros(1, device=device)
+    said("context")
 small = torch.zeros(8, dtype=torch.int64, pin_memory=True)
 said("small pinned")
 ckpt = Checkpoint(model_folder(cfg))

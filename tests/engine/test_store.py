@@ -244,9 +244,9 @@ def test_urgent_readers_must_leave_one_for_speculation():
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")  # a device named, none used
 
 
-def test_auto_takes_the_reader_threads_and_kvikio_is_asked_for_by_name(monkeypatch):
+def test_auto_takes_kvikio_on_a_gpu_where_it_reads(monkeypatch):
     monkeypatch.setattr(kvikio_reads, "problem", lambda: None)
-    assert [reader_for("auto", d) for d in (CPU, CUDA)] == ["threads", "threads"]
+    assert [reader_for("auto", d) for d in (CPU, CUDA)] == ["threads", "kvikio"]
     assert reader_for("kvikio", CPU) == "kvikio" and reader_for("threads", CUDA) == "threads"
     why = "KvikIO cannot read (libcuda.so.1: cannot open shared object file)"
     monkeypatch.setattr(kvikio_reads, "problem", lambda: why)

@@ -90,7 +90,9 @@ def best_store_read(ckpt: Checkpoint, workers: int, piece_kib: int, direct: bool
     each at the engine's readers and piece size, with large pieces, and with large pieces
     and many readers; the fastest, with every one tried under `tried`."""
     shapes = dict.fromkeys((w or workers, p or piece_kib) for w, p in RAW_SHAPES)
-    rows = torch.zeros(len(spread(ckpt)), ckpt.row_bytes, dtype=torch.uint8)  # every try's
+    # every try's; pinned where KvikIO may read into them: page-aligned, as the engine's ring
+    rows = torch.zeros(len(spread(ckpt)), ckpt.row_bytes, dtype=torch.uint8,
+                       pin_memory=torch.cuda.is_available())
     tried = [store_read(ckpt, w, direct, p, reader=reader, rows=rows)
              for reader in readers or readers_here() for w, p in shapes]
     best = max(tried, key=lambda t: t["gbps"])

@@ -21,7 +21,7 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
     cfg = replace(cfg, expert_store="disk", io_direct=True, prefetch="off", cpu_pool=False,
                   ssd_gbps=0.0, io_jitter_ms=0.0)
     chosen = reader_for(cfg.io_reader, pick_device(cfg.device))
-    here = readers_here(kvikio=chosen == "kvikio")
+    here = readers_here()
     raw = best_store_read(Checkpoint(model_folder(cfg)), cfg.io_workers, cfg.io_piece_kib,
                           True, here)
     readers = {r: _engine(replace(cfg, io_reader=r), tokens, raw["gbps"]) for r in here}

@@ -23,6 +23,7 @@ drawn per run) has passed.
 from __future__ import annotations
 
 import functools
+import mmap
 import os
 import re
 import threading
@@ -48,10 +49,21 @@ def _reason(err: Exception) -> str:
 def _kvikio() -> Any:
     import kvikio
     import kvikio.defaults
+    import torch
+
+    if torch.cuda.is_available():
+        torch.empty(1, device="cuda")  # torch's CUDA context before KvikIO's first call
 
     # host memory only: no file registered with cuFile, no cuFile library loaded
     kvikio.defaults.set("compat_mode", kvikio.CompatMode.ON)
     return kvikio
+
+
+def _page() -> Any:
+    import torch
+
+    return torch.zeros(mmap.PAGESIZE, dtype=torch.uint8,
+                       pin_memory=torch.cuda.is_available()).numpy()
 
 
 @functools.cache
@@ -66,8 +78,10 @@ def problem() -> str | None:
         return f"KvikIO does not load ({type(err).__name__}: {err})"
     try:
         f = kvikio.CuFile(__file__, "r")
-        try:
-            f.pread(bytearray(1), 1, 0).get()
+        try:  # a page into page-locked memory, as the engine's reads land: a one-byte
+            # bytearray was written past (the heap it corrupted crashed the process later,
+            # anywhere), an mmap'd page was refused (EFAULT)
+            f.pread(_page(), mmap.PAGESIZE, 0).get()
         finally:
             f.close()
     except Exception as err:  # KvikIO raises RuntimeError for what its C++ throws

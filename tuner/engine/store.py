@@ -407,25 +407,21 @@ def not_here(why: str) -> ReaderError:
 
 
 def reader_for(choice: str, device: torch.device) -> str:
-    """The reader `io_reader` = `choice` picks: auto takes the reader threads. KvikIO is
-    asked for by name: on the H200 image it was tried on (torch 2.11 + CUDA 13, KvikIO
-    26.10) an engine reading through it crashed the process (docs/guide/gpu.md). ReaderError
-    when kvikio is asked for and cannot read here."""
-    if choice != "kvikio":
+    """The reader `io_reader` = `choice` picks on `device`: auto takes KvikIO where it
+    reads on this machine and the engine computes on a CUDA device, else the reader
+    threads. ReaderError when kvikio is asked for and cannot read here."""
+    if choice == "threads" or (choice == "auto" and device.type != "cuda"):
         return "threads"  # without importing KvikIO
     from tuner.engine.kvikio_reads import problem
 
     why = problem()
-    if why:
+    if why and choice == "kvikio":
         raise not_here(why)
-    return "kvikio"
+    return "threads" if why else "kvikio"
 
 
-def readers_here(kvikio: bool = False) -> list[str]:
-    """The readers to measure on this machine, the fastest last: the reader threads, and
-    KvikIO where it is asked for (`kvikio`) and reads."""
-    if not kvikio:
-        return ["threads"]
+def readers_here() -> list[str]:
+    """The readers that read on this machine, the fastest last."""
     from tuner.engine.kvikio_reads import problem
 
     return ["threads"] if problem() else ["threads", "kvikio"]
