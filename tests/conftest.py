@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.engine import synth
+from tuner.engine.weights import synth
 from tuner.knobs import Config
 
 PATIENT_S = 120.0  # how long a test's HTTP call waits for its answer (patient_http)
@@ -73,7 +73,7 @@ def tiny_overrides(tiny_model) -> dict:
 
 def run_session(cfg: Config, tokens: int = 120) -> dict:
     """Decodes `tokens` tokens synchronously and returns the final snapshot."""
-    from tuner.engine.session import Session
+    from tuner.engine.session.session import Session
 
     s = Session(cfg)
     try:

@@ -19,6 +19,8 @@ ABOVE_SETTINGS = {"traces", "measure", "bench", "tune", "control", "web", "ui", 
                   "cli"}
 # room -> the rooms and libraries it never imports
 NEVER = {
+    # the torch-free words the control plane and the remote UI load without the engine
+    "vocabulary": HIGHER | {"engine", "torch", "triton"},
     "engine": HIGHER,
     "settings": ABOVE_SETTINGS,
     "presets": ABOVE_SETTINGS,

@@ -1,5 +1,5 @@
 """The documentation's generated pages, written from the tables they describe: the knobs
-(tuner/knobs.py), the counters (tuner/engine/counters.py), the benchmark sections
+(tuner/knobs.py), the counters (tuner/vocabulary/counters.py), the benchmark sections
 (tuner/bench/sections.py), the API's operations (tuner/control/api.py) and every command's
 flags (the parsers of tuner/cli.py and tuner/commands). They are committed, and a test
 fails when one differs from what its table gives.
@@ -42,7 +42,7 @@ def knobs_page() -> str:
 
 
 def counters_page() -> str:
-    from tuner.engine.counters import COUNTERS, DERIVED, HEADLINES, TOTALS
+    from tuner.vocabulary.counters import COUNTERS, DERIVED, HEADLINES, TOTALS
 
     def table(columns) -> str:
         rows = ["| name | unit | what it counts |", "|---|---|---|"]
@@ -50,7 +50,7 @@ def counters_page() -> str:
         return "\n".join(rows) + "\n"
 
     headlines = "\n".join(f"* **{h.label}** (`{h.key}`, {h.column.unit})" for h in HEADLINES)
-    return (NOTE.format(source="tuner/engine/counters.py") + "# Counters\n\n"
+    return (NOTE.format(source="tuner/vocabulary/counters.py") + "# Counters\n\n"
             "What the engine counts, per layer, over the sliding window and since the last "
             "reset. The snapshot, both UIs' layer tables, `/metrics` "
             "(`tuner_layer_<counter>_total`) and `tuner run --json` read these tables.\n\n"

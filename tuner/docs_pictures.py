@@ -66,7 +66,7 @@ def make(out: Path) -> list[Path]:
 
     from tuner import charts
     from tuner.control.controller import Controller
-    from tuner.engine.session import Session
+    from tuner.engine.session.session import Session
     from tuner.presets import Store
     from tuner.settings import load, to_config
     from tuner.web.app import create_app

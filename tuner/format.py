@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tuner.engine.counters import COUNTERS, DERIVED, Heading, Shown
+from tuner.vocabulary.counters import COUNTERS, DERIVED, Heading, Shown
 
 MISSING = "-"  # a figure the engine did not measure (nothing scored, no prefetch issued)
 BINARY = ("B", "KiB", "MiB", "GiB", "TiB")

@@ -41,10 +41,10 @@ import torch
 from safetensors import safe_open
 
 from tuner import llamacpp
-from tuner.engine import synth
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.model_config import EXPERT_PARTS, ModelConfig
+from tuner.engine.weights import synth
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.errors import TunerError
+from tuner.vocabulary.model_config import EXPERT_PARTS, ModelConfig
 
 # tuner's architecture -> llama.cpp's, and whether llama.cpp normalises the top-k routing
 # weights for it (hard-wired in its graph: a config that says otherwise cannot be matched)

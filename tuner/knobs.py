@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from tuner.config import Config
-from tuner.engine.inputs import ALLOWED as PATH_ALLOWED
-from tuner.engine.policies import POLICIES
 from tuner.errors import CommandError, run
+from tuner.vocabulary.inputs import ALLOWED as PATH_ALLOWED
+from tuner.vocabulary.policies import POLICIES
 
 GROUPS = ("routing", "prefetch", "cache", "prefill", "io", "tiers", "hardware", "session")
 

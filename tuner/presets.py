@@ -36,10 +36,10 @@ from typing import Any
 import tomli_w
 
 from tuner import __version__
-from tuner.engine import inputs
 from tuner.errors import TunerError
 from tuner.knobs import BY_NAME
 from tuner.settings import Settings, SettingsError, non_default, normalise, validate
+from tuner.vocabulary import inputs
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # whole names: use fullmatch
 META_KEYS = ("name", "description", "created", "engine_version", "based_on")

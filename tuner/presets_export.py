@@ -21,14 +21,14 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.engine import inputs, recipes
-from tuner.engine.model_config import ModelConfig
-from tuner.engine.slots import arena_slots, quotas_for
 from tuner.errors import TunerError
 from tuner.knobs import INPUT_KNOBS, KNOBS, Knob
 from tuner.llamacpp import EXPS
 from tuner.presets import Preset, PresetError, Store, check_name
 from tuner.settings import Settings, SettingsError, env_values, validate
+from tuner.vocabulary import inputs, recipes
+from tuner.vocabulary.model_config import ModelConfig
+from tuner.vocabulary.slots import arena_slots, quotas_for
 
 FORMATS = ("env", "json", "llama.cpp")
 # A value both EnvironmentFile and the shell's word splitting pass on unchanged.

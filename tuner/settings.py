@@ -30,9 +30,6 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from tuner.engine.inputs import check as check_path
-from tuner.engine.workload import WorkloadError
-from tuner.engine.workload import check as check_workload
 from tuner.errors import TunerError
 from tuner.interplay import refused
 from tuner.knobs import (
@@ -45,6 +42,9 @@ from tuner.knobs import (
     Knob,
     lookup,
 )
+from tuner.vocabulary.inputs import check as check_path
+from tuner.vocabulary.workload import WorkloadError
+from tuner.vocabulary.workload import check as check_workload
 
 
 class SettingsError(TunerError, ValueError):

@@ -11,8 +11,8 @@ import sys
 import time
 from dataclasses import replace
 
-from tuner.engine import synth
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
+from tuner.engine.weights import synth
 from tuner.knobs import Config
 from tuner.measure.gpu_suite import knob_values
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import torch
 
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
 from tuner.settings import load, to_config
 
 torch.set_num_threads(1)

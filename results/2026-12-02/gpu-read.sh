@@ -20,7 +20,7 @@ export PYTHONUNBUFFERED=1 TUNER_HOME=${TUNER_HOME:-$HOME/.cache/tuner}
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$HOME/.cache/tuner-site" .whl/*.whl \
     && export PYTHONPATH="$HOME/.cache/tuner-site"
 python3 -m pip list 2>/dev/null | grep -i -E "^(torch|cupy|nvidia-cufile|cuda-pathfinder|kvikio)"
-python3 -c "from tuner.engine.kvikio_reads import problem; print('KvikIO:', problem() or 'reads here')"
+python3 -c "from tuner.engine.memory.kvikio_reads import problem; print('KvikIO:', problem() or 'reads here')"
 echo "== tests $(date +%T)"
 timeout ${TESTS_S:-240} python3 -m pytest -q -rs -p no:cacheprovider \
     ${TESTS:-tests/engine/test_store.py tests/engine/test_kvikio_reads.py tests/bench/test_bench_read.py} \

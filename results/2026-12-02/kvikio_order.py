@@ -69,7 +69,7 @@ elif case == "settings":
     print(f"{case}: threads set", flush=True)
     pinned("after")
 elif case == "reader":
-    from tuner.engine.kvikio_reads import KvikioReads
+    from tuner.engine.memory.kvikio_reads import KvikioReads
 
     pool = KvikioReads(3, 1, True, 1 << 20)
     print(f"{case}: reader built", flush=True)

@@ -16,10 +16,10 @@ skip = set(sys.argv[1:])
 import torch  # noqa: E402
 
 from tuner.config import Config  # noqa: E402
-from tuner.engine.checkpoint import Checkpoint  # noqa: E402
-from tuner.engine.model import Decoder, compute_dtype  # noqa: E402
-from tuner.engine.opening import model_folder  # noqa: E402
-from tuner.engine.store import open_reads  # noqa: E402
+from tuner.engine.memory.store import open_reads  # noqa: E402
+from tuner.engine.session.opening import model_folder  # noqa: E402
+from tuner.engine.weights.checkpoint import Checkpoint  # noqa: E402
+from tuner.engine.weights.model import Decoder, compute_dtype  # noqa: E402
 
 
 def said(stage: str) -> None:

@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import torch
 
-from tuner.engine import device_step
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import Engine
-from tuner.engine.opening import model_folder, pick_device
-from tuner.engine.reference import Resident
+from tuner.engine.session.opening import model_folder, pick_device
+from tuner.engine.step import device_step
+from tuner.engine.step.decode import Engine
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.settings import load, to_config
 
 TOKENS = 64

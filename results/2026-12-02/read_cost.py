@@ -24,9 +24,10 @@ from dataclasses import replace
 
 import torch
 
-from tuner.engine import kvikio_reads, synth
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.store import make_reads
+from tuner.engine.memory import kvikio_reads
+from tuner.engine.memory.store import make_reads
+from tuner.engine.weights import synth
+from tuner.engine.weights.checkpoint import Checkpoint
 
 LAYERS, K, ROUNDS = 16, 6, 7
 HOST_S = 0.001  # host work between submitting a layer's reads and waiting for them

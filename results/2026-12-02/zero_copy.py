@@ -1,6 +1,6 @@
 """What a miss would cost if the experts' kernel read it straight from pinned host memory
 (mapped into the device's address space) instead of waiting for the host to copy it into
-the arena: the production kernels (`tuner.engine.fused.mix`) on rows held in device memory,
+the arena: the production kernels (`tuner.engine.weights.fused.mix`) on rows held in device memory,
 in pinned host memory, and a pinned copy of the same bytes followed by the kernel.
 
 OLMoE's expert shape (D 2048, I 1024, bf16: 12.6 MB), 1 and 8 experts a call, 64 rows.
@@ -13,8 +13,8 @@ import sys
 
 import torch
 
-from tuner.engine import fused
-from tuner.engine.checkpoint import Layout, Part
+from tuner.engine.weights import fused
+from tuner.engine.weights.checkpoint import Layout, Part
 
 D, I, ROWS, DT = 2048, 1024, 64, torch.bfloat16
 size = DT.itemsize

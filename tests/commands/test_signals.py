@@ -96,7 +96,7 @@ def test_a_tune_stopped_by_sigterm_leaves_no_trial_running(tiny_model, tuner_hom
 
 
 def test_a_run_stopped_reports_the_tokens_it_decoded(tiny_model, monkeypatch, capsys):
-    from tuner.engine.session import Session
+    from tuner.engine.session.session import Session
 
     decode = Session.run
 

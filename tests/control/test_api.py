@@ -20,7 +20,7 @@ from tuner.web.app import create_app
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    from tuner.engine import synth
+    from tuner.engine.weights import synth
 
     model = synth.write(synth.TINY, tmp_path_factory.mktemp("models") / "tiny")
     controller = make_controller({"model": str(model), "expert_cache": 16, "io_workers": 3,

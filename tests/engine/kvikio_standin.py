@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from tuner.engine.kvikio_reads import problem
+from tuner.engine.memory.kvikio_reads import problem
 
 
 def _failure(why: str) -> RuntimeError:

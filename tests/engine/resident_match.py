@@ -8,9 +8,9 @@ from pathlib import Path
 
 import torch
 
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import Engine
-from tuner.engine.reference import Resident
+from tuner.engine.step.decode import Engine
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.knobs import Config
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from tuner.engine import model
-from tuner.engine.experts import LANDING_SETS, SPEC_SETS
-from tuner.engine.session import Session
-from tuner.engine.slots import RESIDENT, SPEC
+from tuner.engine.memory.experts import LANDING_SETS, SPEC_SETS
+from tuner.engine.session.session import Session
+from tuner.engine.weights import model
+from tuner.vocabulary.slots import RESIDENT, SPEC
 
 
 def test_the_routers_mask_follows_every_placement(tiny_config):

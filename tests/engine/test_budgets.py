@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tuner.engine.budgets import allocate, by_layer, hit_curves, layer_hits, stall_weights
-from tuner.engine.session import Session
-from tuner.engine.slots import SPEC, SlotMap, check_quotas
+from tuner.engine.session.session import Session
 from tuner.knobs import even_budgets
 from tuner.traces.record import record
 from tuner.traces.replay import replay_rows
+from tuner.vocabulary.budgets import allocate, by_layer, hit_curves, layer_hits, stall_weights
+from tuner.vocabulary.slots import SPEC, SlotMap, check_quotas
 
 
 def claim(slots: SlotMap, layer: int, ids: list[int]) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.engine.slots import LIMBO, RESIDENT, SPEC, SlotMap
+from tuner.vocabulary.slots import LIMBO, RESIDENT, SPEC, SlotMap
 
 
 def misses(policy: str, capacity: int, sequence: str) -> int:

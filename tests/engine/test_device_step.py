@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from tests.engine.resident_match import streaming_matches_resident
-from tuner.engine import model
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import Engine
-from tuner.engine.device_first import DeviceFirst
+from tuner.engine.step.decode import Engine
+from tuner.engine.step.device_first import DeviceFirst
+from tuner.engine.weights import model
+from tuner.engine.weights.checkpoint import Checkpoint
 
 
 @pytest.fixture
@@ -115,8 +115,8 @@ def test_the_device_first_path_decides_as_the_host_driven_one(tiny_config, monke
     host routes each layer before its experts run (a route recording takes that path, with
     prompts token by token); only whether a claimed speculation had landed (timely or
     late) depends on read timing."""
-    from tuner.engine.route_log import RouteLog
-    from tuner.engine.session import Session
+    from tuner.engine.session.session import Session
+    from tuner.engine.step.route_log import RouteLog
 
     monkeypatch.setattr(model, "FIXED_SHAPES", shapes)
     cfg = replace(tiny_config, prefill=False, **changes)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from tuner.engine import drop, layer_work
-from tuner.engine.session import Session
-from tuner.engine.speculate import Speculator
+from tuner.engine.session.session import Session
+from tuner.engine.step import drop, layer_work
+from tuner.engine.step.speculate import Speculator
 
 
 def test_kept_keeps_present_experts_heavy_misses_and_the_top_one():

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.engine.inputs import PathError
-from tuner.engine.model_config import ModelError
-from tuner.engine.opening import DeviceError
-from tuner.engine.quant import QuantError
-from tuner.engine.slots import QuotaError, check_quotas
-from tuner.engine.store import ReadError
-from tuner.engine.synth import RecipeError, shape
-from tuner.engine.trace_format import TraceError
-from tuner.engine.workload import WorkloadError
+from tuner.engine.memory.store import ReadError
+from tuner.engine.session.opening import DeviceError
+from tuner.engine.weights.quant import QuantError
+from tuner.engine.weights.synth import RecipeError, shape
 from tuner.errors import TunerError
 from tuner.traces.budgets import BudgetError
 from tuner.traces.importers import ImportFailed
 from tuner.traces.replay import ReplayError
+from tuner.vocabulary.inputs import PathError
+from tuner.vocabulary.model_config import ModelError
+from tuner.vocabulary.slots import QuotaError, check_quotas
+from tuner.vocabulary.trace_format import TraceError
+from tuner.vocabulary.workload import WorkloadError
 
 
 @pytest.mark.parametrize("error, kept", [

@@ -18,9 +18,9 @@ pytest.importorskip("triton", reason="the fused kernels need Triton (CUDA builds
 
 CHECK = textwrap.dedent('''
     import sys, torch
-    from tuner.engine import fused
-    from tuner.engine.checkpoint import Checkpoint
-    from tuner.engine.model import experts_out
+    from tuner.engine.weights import fused
+    from tuner.engine.weights.checkpoint import Checkpoint
+    from tuner.engine.weights.model import experts_out
     device = sys.argv[2]
     layout = Checkpoint(sys.argv[1]).layout
     g = torch.Generator().manual_seed(0)
@@ -82,8 +82,8 @@ def test_the_fused_kernels_compute_what_the_batched_products_do(model, tolerance
 
 CHOOSE = textwrap.dedent('''
     import itertools, sys, torch
-    from tuner.engine import fused
-    from tuner.engine.device_step import choose
+    from tuner.engine.weights import fused
+    from tuner.engine.step.device_step import choose
     device = sys.argv[1]
     g = torch.Generator().manual_seed(1)
     cases = 0

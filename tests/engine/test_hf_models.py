@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tuner.engine import synth
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import Engine
+from tuner.engine.step.decode import Engine
+from tuner.engine.weights import synth
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.knobs import Config
 
 transformers = pytest.importorskip("transformers")

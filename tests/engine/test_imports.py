@@ -37,7 +37,7 @@ def test_the_engine_imports_libraries_and_plain_modules_only():
 
 def test_the_plain_modules_import_the_standard_library_only():
     """The knob table's own imports included: the settings library reads it too."""
-    plain = ("config", "errors", "knobs", "interplay", "engine/inputs", "engine/policies")
+    plain = ("config", "errors", "knobs", "interplay", "vocabulary/inputs", "vocabulary/policies")
     for name in plain:
         for module in imported(PACKAGE / f"{name}.py"):
             ok = module.split(".")[0] in sys.stdlib_module_names or module.removeprefix(

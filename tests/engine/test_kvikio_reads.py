@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from tests.engine.kvikio_standin import installed, needs_kvikio
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.session import Session
-from tuner.engine.store import make_reads
+from tuner.engine.memory.store import make_reads
+from tuner.engine.session.session import Session
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.knobs import Config
 
 KVIKIO = [pytest.param("standin"), pytest.param("library", marks=needs_kvikio)]

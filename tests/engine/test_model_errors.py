@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tuner.cli import main as cli
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.model_config import ModelError
+from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.vocabulary.model_config import ModelError
 
 # name -> (how the folder is spoiled, the file the message must name, what it must say)
 BAD = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tuner.engine.predict import PREDICTORS, predict
+from tuner.engine.step.predict import PREDICTORS, predict
 from tuner.knobs import BY_NAME, Config
 
 

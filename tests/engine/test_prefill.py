@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tuner.engine.counters import COUNTERS, PHASES
-from tuner.engine.prefill import prompt_cap, tail_reserve
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
+from tuner.engine.step.prefill import prompt_cap, tail_reserve
 from tuner.knobs import Config
+from tuner.vocabulary.counters import COUNTERS, PHASES
 
 PROMPT = list(range(3, 200, 5))  # 40 tokens, a batched prompt
 

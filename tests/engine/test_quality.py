@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.reference import Resident
-from tuner.engine.route_log import RouteLog
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
+from tuner.engine.step.reference import Resident
+from tuner.engine.step.route_log import RouteLog
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.knobs import Config
 
 

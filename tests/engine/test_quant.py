@@ -11,10 +11,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import Engine
-from tuner.engine.quant import Quant, dequantize, quantize
-from tuner.engine.reference import Resident
+from tuner.engine.step.decode import Engine
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.engine.weights.quant import Quant, dequantize, quantize
 
 
 def test_int4_layout_packs_each_group_in_two_halves():
@@ -112,7 +112,7 @@ def test_the_engine_streams_packed_bytes_and_matches_the_resident_model(int4_mod
         counts, _, _ = engine.counters.read(False)
     finally:
         engine.close()
-    from tuner.engine.counters import IDX
+    from tuner.vocabulary.counters import IDX
 
     misses = counts[:, IDX["sync_misses"]].sum()
     assert misses > 0

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tuner.engine import router
+from tuner.engine.weights import router
 
 
 def reference(z: np.ndarray, resident: np.ndarray, k: int, protect: int, bonus: float,

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from tuner.cli import main
-from tuner.engine import trace_format
-from tuner.engine.session import Session
-from tuner.engine.trace_format import Trace
+from tuner.engine.session.session import Session
 from tuner.knobs import Config
 from tuner.traces.record import record
 from tuner.traces.replay import replay
 from tuner.traces.stats import trace_stats
+from tuner.vocabulary import trace_format
+from tuner.vocabulary.trace_format import Trace
 
 FIXTURES = Path(__file__).parent.parent / "traces" / "fixtures"
 

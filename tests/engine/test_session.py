@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from tests.engine.resident_match import streaming_matches_resident
-from tuner.engine.counters import COUNTERS, PF_CLASSES
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
 from tuner.knobs import Config
+from tuner.vocabulary.counters import COUNTERS, PF_CLASSES
 
 TOKENS = 120
 
@@ -173,7 +173,7 @@ def test_a_reset_can_be_waited_for(tiny_config):
 
 
 def test_engine_imports_no_ui_or_settings_library():
-    code = ("import sys, tuner.engine.session, tuner.engine.decode;"
+    code = ("import sys, tuner.engine.session.session, tuner.engine.step.decode;"
             "bad = [m for m in ('pydantic', 'pydantic_settings', 'textual', 'fastapi',"
             " 'uvicorn', 'starlette') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -216,7 +216,7 @@ def test_streaming_logits_equal_the_fully_resident_model(tiny_config, tiny_model
 
 
 def test_text_prompt_and_output(tiny_config, tiny_model):
-    from tuner.engine import synth
+    from tuner.engine.weights import synth
 
     text = " ".join(synth.word(i) for i in (3, 40, 77))
     s = Session(replace(tiny_config, temperature=0.0), prompt=text)

@@ -14,9 +14,8 @@ import pytest
 import torch
 
 from tests.engine.kvikio_standin import installed, needs_kvikio
-from tuner.engine import kvikio_reads
-from tuner.engine.checkpoint import Extent
-from tuner.engine.store import (
+from tuner.engine.memory import kvikio_reads
+from tuner.engine.memory.store import (
     DONE,
     RUNNING,
     ReaderError,
@@ -25,6 +24,7 @@ from tuner.engine.store import (
     make_reads,
     reader_for,
 )
+from tuner.engine.weights.checkpoint import Extent
 
 SIZE = 16 * 1024
 PATTERN = bytes(range(256)) * (SIZE // 256)

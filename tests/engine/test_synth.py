@@ -11,14 +11,14 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tuner.engine import synth
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import Engine
-from tuner.engine.model_config import ModelConfig
-from tuner.engine.reference import Resident
+from tuner.engine.step.decode import Engine
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights import synth
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.knobs import Config
 from tuner.traces.record import record
 from tuner.traces.stats import trace_stats
+from tuner.vocabulary.model_config import ModelConfig
 
 
 def test_tiny_models_routing_lands_in_the_ranges_of_real_logs(tiny_model):

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from tuner.engine.slots import RESIDENT, SlotMap
-from tuner.engine.tiers import Tier
+from tuner.engine.memory.tiers import Tier
 from tuner.knobs import Config
+from tuner.vocabulary.slots import RESIDENT, SlotMap
 
 SITES = {"cpu_pool": True, "adapt_every": 8}
 
@@ -49,8 +49,8 @@ def test_every_site_computes_from_aligned_batches(small_model):
     """SIMD kernels round differently on data aligned to less than 16 bytes (a mapped shard
     is only 8-byte aligned): every site computes from a gathered batch whose matrices start
     on 64-byte boundaries, and the host copy holds the checkpoint's bytes."""
-    from tuner.engine.checkpoint import Checkpoint
-    from tuner.engine.host_copy import HostCopy
+    from tuner.engine.memory.host_copy import HostCopy
+    from tuner.engine.weights.checkpoint import Checkpoint
 
     ckpt = Checkpoint(small_model)
     host = HostCopy(ckpt)

@@ -7,10 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from tuner.engine import workload
-from tuner.engine.session import Session
-from tuner.engine.workload import WorkloadError
+from tuner.engine.session import workloads
+from tuner.engine.session.session import Session
 from tuner.settings import SettingsError, load
+from tuner.vocabulary import workload
+from tuner.vocabulary.workload import WorkloadError
 
 
 def topics_of(w: workload.Workload, topics: int) -> set[int]:
@@ -20,12 +21,12 @@ def topics_of(w: workload.Workload, topics: int) -> set[int]:
 def test_shifted_uses_only_topics_the_other_workloads_never_use():
     others = set()
     for name in ("chat-cold", "chat-warm", "long-prompt"):
-        others |= topics_of(workload.builtin(name, 0, 1024, 16), 16)
-    shifted = topics_of(workload.builtin("shifted", 0, 1024, 16), 16)
+        others |= topics_of(workloads.builtin(name, 0, 1024, 16), 16)
+    shifted = topics_of(workloads.builtin("shifted", 0, 1024, 16), 16)
     assert shifted and others and not shifted & others
-    warm = workload.builtin("chat-warm", 0, 1024, 16)
+    warm = workloads.builtin("chat-warm", 0, 1024, 16)
     assert all(len(c) == 4 for c in warm.conversations)
-    assert all(len(turn.prompt) == 192 for c in workload.builtin("long-prompt", 0, 1024, 16)
+    assert all(len(turn.prompt) == 192 for c in workloads.builtin("long-prompt", 0, 1024, 16)
                .conversations for turn in c)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.web.conftest import controller, live  # noqa: F401  (fixtures used here too)
-from tuner.engine import synth
+from tuner.engine.weights import synth
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
+from tuner.engine.weights.checkpoint import Checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout, so its code is what runs
 LAYER = 1  # every expert of this layer is damaged, so any token that reaches it fails
@@ -96,7 +96,7 @@ def test_bit_flips_pass_without_checksums(tiny_config, model_copy):
 
 CUT_SHORT = """
 import json, os, sys, time
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
 from tuner.knobs import Config
 
 model, shard = sys.argv[1], sys.argv[2]

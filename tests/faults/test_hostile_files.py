@@ -16,11 +16,11 @@ import pytest
 from numpy.lib import format as npy
 
 from tuner.cli import main
-from tuner.engine import trace_format
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.model_config import ModelError
-from tuner.engine.trace_format import Trace, TraceError
-from tuner.engine.workload import WorkloadError, read_file
+from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.vocabulary import trace_format
+from tuner.vocabulary.model_config import ModelError
+from tuner.vocabulary.trace_format import Trace, TraceError
+from tuner.vocabulary.workload import WorkloadError, read_file
 
 NESTED = "[" * 100_000
 

@@ -22,14 +22,14 @@ import pytest
 from numpy.lib import format as npy
 
 from tuner.cli import main
-from tuner.engine import inputs, trace_format
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.model_config import ModelError
-from tuner.engine.opening import encode
-from tuner.engine.trace_format import Trace, TraceError
-from tuner.engine.workload import WorkloadError, read_file
+from tuner.engine.session.opening import encode
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.traces import importers
 from tuner.traces.importers import ImportFailed, import_trace
+from tuner.vocabulary import inputs, trace_format
+from tuner.vocabulary.model_config import ModelError
+from tuner.vocabulary.trace_format import Trace, TraceError
+from tuner.vocabulary.workload import WorkloadError, read_file
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = '{"layer": 0, "token_idx": 0, "experts": [%s]}\n'
@@ -317,7 +317,7 @@ def test_a_trace_written_over_a_device_is_refused(tmp_path):
 def test_the_routing_knob_reads_a_trace_a_routing_at_a_time():
     """What the server's routing knob keeps of a trace beside its arrays: nothing of the
     size of the trace (the routings as lists were 8 times the array)."""
-    from tuner.engine.routing_source import TraceRouting
+    from tuner.engine.step.routing_source import TraceRouting
 
     experts = np.tile(np.arange(8, dtype=np.int32), (1 << 14, 16, 1))  # 8 MiB, 2**21 slots
     trace = Trace(experts, {"num_experts": 8})

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ALTERNATE = """
 import json, sys
 from dataclasses import replace
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
 from tuner.knobs import Config
 
 def rss_mib():

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.weights.checkpoint import Checkpoint
 
 BROKEN_CONFIGS = {
     "a-list": lambda cfg: [],

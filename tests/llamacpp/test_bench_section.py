@@ -19,8 +19,8 @@ import pytest
 from tuner.bench import llamacpp as section
 from tuner.bench.limits import ratio
 from tuner.bench.sections import BY_NAME, Options
-from tuner.engine import synth
-from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.weights import synth
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.gguf_export import cached
 from tuner.knobs import Config
 

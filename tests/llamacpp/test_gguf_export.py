@@ -14,8 +14,8 @@ import torch
 from safetensors import safe_open
 
 from tuner.cli import main
-from tuner.engine import synth
-from tuner.engine.checkpoint import Checkpoint
+from tuner.engine.weights import synth
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.gguf_export import WORD, GGUFError, convert
 
 F32, BF16 = gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.BF16

@@ -27,9 +27,9 @@ import torch
 from tests.engine.test_hf_models import ARCHS, make
 from tests.llamacpp.server import LlamaServer, Refused
 from tuner import llamacpp
-from tuner.engine import synth
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import Engine
+from tuner.engine.step.decode import Engine
+from tuner.engine.weights import synth
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.gguf_export import convert
 from tuner.knobs import Config
 from tuner.presets import Preset, Store, shipped_dir

@@ -69,7 +69,7 @@ def test_ab_refuses_a_limit_out_of_range(tiny_model, refuses):
 
 
 def test_quality_command_on_a_text(small_model, tmp_path, capsys):
-    from tuner.engine.synth import word
+    from tuner.engine.weights.synth import word
 
     text = tmp_path / "text.txt"
     text.write_text(" ".join(word((7 * i) % 300) for i in range(40)))

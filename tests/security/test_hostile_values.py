@@ -13,8 +13,8 @@ import pytest
 import websockets
 
 from tuner.cli import main
-from tuner.engine.inputs import ALLOWED, NAME_MAX, PATH_MAX
 from tuner.knobs import BY_NAME
+from tuner.vocabulary.inputs import ALLOWED, NAME_MAX, PATH_MAX
 
 PATH_KNOBS = ("model", "routing", "workload")
 LONG_NAME = "/tmp/" + "a" * (NAME_MAX + 1)  # one name over the limit

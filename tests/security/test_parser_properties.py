@@ -21,10 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.lib import format as npy
 
-from tuner.engine import synth, trace_format
-from tuner.engine.model_config import LIMITS, MAX_PAIRS, ModelConfig, ModelError
-from tuner.engine.trace_format import TraceError
+from tuner.engine.weights import synth
 from tuner.knobs import KNOBS
+from tuner.vocabulary import trace_format
+from tuner.vocabulary.model_config import LIMITS, MAX_PAIRS, ModelConfig, ModelError
+from tuner.vocabulary.trace_format import TraceError
 from tuner.web.limits import MAX_DEPTH, depth, json_problem
 
 # Any character, lone surrogates included: JSON's escapes can spell them.

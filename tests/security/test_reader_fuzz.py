@@ -19,16 +19,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tuner.engine import trace_format
-from tuner.engine.checkpoint import read_header
-from tuner.engine.model_config import read_config
-from tuner.engine.trace_format import Trace
-from tuner.engine.workload import read_file
+from tuner.engine.weights.checkpoint import read_header
 from tuner.errors import TunerError
 from tuner.presets import load_file
 from tuner.presets_export import ImportProblems, import_env
 from tuner.traces import budgets
 from tuner.traces.importers import import_trace
+from tuner.vocabulary import trace_format
+from tuner.vocabulary.model_config import read_config
+from tuner.vocabulary.trace_format import Trace
+from tuner.vocabulary.workload import read_file
 
 FUZZ = settings(max_examples=40, deadline=None)
 TEXT = st.text(st.characters(exclude_categories=()), max_size=6)  # lone surrogates too

@@ -8,10 +8,10 @@ import pytest
 from tuner import settings
 from tuner.cli import build_parser
 from tuner.commands.args import settings_from_args
-from tuner.engine.policies import POLICIES
 from tuner.knobs import ALIASES, BY_NAME
 from tuner.presets import PresetError, parse
 from tuner.settings import SettingsError
+from tuner.vocabulary.policies import POLICIES
 
 
 def test_cache_policy_offers_every_registered_policy():

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from tuner.cli import main
-from tuner.engine import trace_format
-from tuner.engine.trace_format import Trace
 from tuner.presets import Store
+from tuner.vocabulary import trace_format
+from tuner.vocabulary.trace_format import Trace
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tuner.engine.trace_format import TraceError
 from tuner.traces.importers import ImportFailed, Options, import_trace, phases
+from tuner.vocabulary.trace_format import TraceError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

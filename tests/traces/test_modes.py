@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from tuner.commands.replay import register
-from tuner.engine.policies import POLICIES
-from tuner.engine.trace_format import Trace
 from tuner.traces.modes import MODES
 from tuner.traces.record import record
 from tuner.traces.replay import replay, replay_rows
+from tuner.vocabulary.policies import POLICIES
+from tuner.vocabulary.trace_format import Trace
 
 
 def trace_of(rows: list[list[list[int]]], experts: int = 8, starts=(0,)) -> Trace:

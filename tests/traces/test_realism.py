@@ -9,11 +9,12 @@ from dataclasses import replace
 import pytest
 
 from tuner.cli import main
-from tuner.engine import synth, trace_format
+from tuner.engine.weights import synth
 from tuner.traces import realism
 from tuner.traces.modes import MODES
 from tuner.traces.realism import Routing, disagreements, taus
 from tuner.traces.record import record
+from tuner.vocabulary import trace_format
 
 
 def column(name: str, rates: dict[str, list[float]], kind: str = "trace") -> Routing:

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tuner.engine.session import Session
-from tuner.engine.trace_format import Trace
+from tuner.engine.session.session import Session
 from tuner.traces.curve import LiveCurve
 from tuner.traces.record import record
 from tuner.traces.replay import replay, report, sweep, sweep_report, sweep_sizes
+from tuner.vocabulary.trace_format import Trace
 
 
 def one_layer(sequence: str) -> Trace:

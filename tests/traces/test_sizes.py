@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from tuner.cli import main
-from tuner.engine import trace_format
-from tuner.engine.trace_format import Trace, TraceError
 from tuner.traces.curve import curve_sizes, hit_curve
 from tuner.traces.sizes import below_working_set, parse_size, parse_sizes, working_set
+from tuner.vocabulary import trace_format
+from tuner.vocabulary.trace_format import Trace, TraceError
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from tuner.engine import trace_format
-from tuner.engine.trace_format import Trace, TraceError
+from tuner.vocabulary import trace_format
+from tuner.vocabulary.trace_format import Trace, TraceError
 
 
 def sample() -> Trace:

@@ -7,11 +7,11 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from tuner.engine import synth
-from tuner.engine.trace_format import Trace
+from tuner.engine.weights import synth
 from tuner.traces.record import record
 from tuner.traces.replay import replay
 from tuner.traces.stats import trace_stats
+from tuner.vocabulary.trace_format import Trace
 
 
 def test_record_writes_the_engines_routings_and_logits(tiny_config):

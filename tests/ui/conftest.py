@@ -23,7 +23,7 @@ from tuner.control.api import Backend
 from tuner.control.controller import Controller
 from tuner.control.embedded import EmbeddedBackend
 from tuner.control.remote import RemoteBackend
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
 from tuner.presets import Store
 from tuner.settings import load, to_config
 from tuner.web.app import create_app as create_web_app

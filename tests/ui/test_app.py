@@ -482,7 +482,7 @@ async def test_log_lines_become_notifications_not_text_on_the_screen(embedded, c
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await pilot.pause()
         logging.getLogger("httpx").info("HTTP Request: GET /api/settings")
-        logging.getLogger("tuner.engine.session").error("settings version 9 rejected")
+        logging.getLogger("tuner.engine.session.session").error("settings version 9 rejected")
         await until(lambda: any("version 9 rejected" in n.message
                                 for n in app._notifications), pause=pilot.pause)
         assert not any("HTTP Request" in n.message for n in app._notifications)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tuner.engine.counters import HEADLINES
 from tuner.format import MISSING, figure, levels
 from tuner.ui.history import History
 from tuner.ui.widgets.spark import BARS, heights
+from tuner.vocabulary.counters import HEADLINES
 
 
 def test_figures_in_their_units():

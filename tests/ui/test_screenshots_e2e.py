@@ -14,7 +14,7 @@ import pytest
 
 from tests.ui.conftest import make_controller, until
 from tuner.control.embedded import EmbeddedBackend
-from tuner.engine import synth
+from tuner.engine.weights import synth
 from tuner.ui.app import create_app
 from tuner.ui.widgets.heat_map import HeatMap
 from tuner.ui.widgets.readout import Readout

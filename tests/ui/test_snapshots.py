@@ -18,9 +18,9 @@ import pytest
 
 from tests.ui.conftest import make_controller
 from tuner.control.embedded import EmbeddedBackend
-from tuner.engine.counters import COUNTERS
 from tuner.presets import Store
 from tuner.ui.app import create_app
+from tuner.vocabulary.counters import COUNTERS
 
 SIZE = (140, 44)
 STEPS, TOKENS_PER_STEP = 8, 6  # sparkline points, and tokens decoded for each

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 
 from tuner.control.controller import Controller
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
 from tuner.presets import Store
 from tuner.settings import load, to_config
 from tuner.web.app import create_app

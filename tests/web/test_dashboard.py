@@ -10,9 +10,9 @@ import websockets
 from markupsafe import escape as html_escape
 
 from tests.web.live import serve
-from tuner.engine.counters import HEADLINES
 from tuner.format import ALL, COLUMN_SETS, COLUMNS, columns_of, figure
 from tuner.knobs import KNOBS
+from tuner.vocabulary.counters import HEADLINES
 from tuner.web.page import HEAT_LEVELS, PageView, body_html, head_html, heat
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.web.live import serve, start_controller
-from tuner.engine import synth
+from tuner.engine.weights import synth
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect

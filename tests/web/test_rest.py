@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from tests.web.live import serve
-from tuner.engine.counters import COUNTERS, HEADLINES
 from tuner.knobs import KNOBS
+from tuner.vocabulary.counters import COUNTERS, HEADLINES
 
 
 def test_knobs_are_the_knob_table(live):

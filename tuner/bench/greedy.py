@@ -9,10 +9,10 @@ import torch
 
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.engine import synth
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import Engine
-from tuner.engine.reference import Resident
+from tuner.engine.step.decode import Engine
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights import synth
+from tuner.engine.weights.checkpoint import Checkpoint
 
 PROMPT = [101, 7, 2048, 33, 999, 12, 640, 5]
 STEPS = 64

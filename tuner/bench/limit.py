@@ -25,12 +25,12 @@ from tuner.bench.limits import (
 )
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import Engine
-from tuner.engine.model import Decoder
-from tuner.engine.opening import model_folder, pick_device
-from tuner.engine.reference import Resident
-from tuner.engine.session import Session
+from tuner.engine.session.opening import model_folder, pick_device
+from tuner.engine.session.session import Session
+from tuner.engine.step.decode import Engine
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.engine.weights.model import Decoder
 
 
 def measure(cfg: Config, tokens: int, opts: Options) -> dict:

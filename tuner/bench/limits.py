@@ -14,12 +14,12 @@ from collections.abc import Callable
 import torch
 
 from tuner.config import Config
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.host_copy import HostCopy
-from tuner.engine.model import experts_out
-from tuner.engine.opening import model_folder, pick_device
-from tuner.engine.slots import arena_slots
-from tuner.engine.store import make_reads, readers_here
+from tuner.engine.memory.host_copy import HostCopy
+from tuner.engine.memory.store import make_reads, readers_here
+from tuner.engine.session.opening import model_folder, pick_device
+from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.engine.weights.model import experts_out
+from tuner.vocabulary.slots import arena_slots
 
 Step = Callable[[int, int], torch.Tensor]  # (token, position) -> logits
 

@@ -9,10 +9,10 @@ import torch
 from tuner.bench.limits import pinned_copy_gbps, ratio
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.opening import pick_device
-from tuner.engine.session import Session
-from tuner.engine.store import ReadPool
+from tuner.engine.memory.store import ReadPool
+from tuner.engine.session.opening import pick_device
+from tuner.engine.session.session import Session
+from tuner.engine.weights.checkpoint import Checkpoint
 
 
 def measure(cfg: Config, tokens: int, opts: Options) -> dict:

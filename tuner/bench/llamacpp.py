@@ -35,10 +35,10 @@ from tuner import llamacpp
 from tuner.bench.limits import ratio, time_steps
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.opening import model_folder, pick_device, use_threads
-from tuner.engine.reference import Resident
-from tuner.engine.session import Session
+from tuner.engine.session.opening import model_folder, pick_device, use_threads
+from tuner.engine.session.session import Session
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.errors import TunerError
 
 BENCH_ENV = "TUNER_LLAMA_BENCH"

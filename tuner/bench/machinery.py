@@ -11,11 +11,11 @@ import torch
 from tuner.bench.limits import ratio, time_steps
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.counters import C
-from tuner.engine.decode import Engine
-from tuner.engine.opening import model_folder, pick_device
-from tuner.engine.reference import Resident
+from tuner.engine.session.opening import model_folder, pick_device
+from tuner.engine.step.decode import Engine
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.vocabulary.counters import C
 
 ROUNDS = 7  # short interleaved rounds: the paired ratios' median shrugs off a busy moment
 

@@ -11,11 +11,11 @@ import torch
 from tuner.bench.limits import ratio, sync
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import Engine, arena_slots
-from tuner.engine.model import compute_dtype
-from tuner.engine.opening import model_folder, pick_device
-from tuner.engine.reference import Resident
+from tuner.engine.session.opening import model_folder, pick_device
+from tuner.engine.step.decode import Engine, arena_slots
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.engine.weights.model import compute_dtype
 
 PROMPT = [5, 17, 3, 60, 41, 8, 22, 90]
 

@@ -12,11 +12,11 @@ import torch
 from tuner.bench.limits import ratio
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.counters import C
-from tuner.engine.decode import Engine
-from tuner.engine.opening import model_folder, pick_device
-from tuner.engine.session import Session
+from tuner.engine.session.opening import model_folder, pick_device
+from tuner.engine.session.session import Session
+from tuner.engine.step.decode import Engine
+from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.vocabulary.counters import C
 
 ROUNDS = 5  # interleaved rounds; the paired ratios' median shrugs off a busy moment
 STORES = ("ram", "disk")

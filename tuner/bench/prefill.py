@@ -10,9 +10,9 @@ import torch
 from tuner.bench.limits import ratio
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.opening import model_folder
-from tuner.engine.session import Session
+from tuner.engine.session.opening import model_folder
+from tuner.engine.session.session import Session
+from tuner.engine.weights.checkpoint import Checkpoint
 
 PROMPT = 256  # tokens
 ROUNDS = 2

@@ -7,10 +7,10 @@ from dataclasses import replace
 from tuner.bench.limits import ratio
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.engine import quant, synth
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.opening import model_folder, pick_device
-from tuner.engine.session import Session
+from tuner.engine.session.opening import model_folder, pick_device
+from tuner.engine.session.session import Session
+from tuner.engine.weights import quant, synth
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.measure.quality import compare
 
 BITS = 4

@@ -7,10 +7,10 @@ from dataclasses import replace
 from tuner.bench.limits import best_store_read, ratio
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.opening import model_folder, pick_device
-from tuner.engine.session import Session
-from tuner.engine.store import reader_for, readers_here
+from tuner.engine.memory.store import reader_for, readers_here
+from tuner.engine.session.opening import model_folder, pick_device
+from tuner.engine.session.session import Session
+from tuner.engine.weights.checkpoint import Checkpoint
 
 
 def measure(cfg: Config, tokens: int, opts: Options) -> dict:

@@ -10,9 +10,9 @@ import torch
 from tuner.bench.greedy import greedy, on_each_demo
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.decode import Engine
-from tuner.engine.reference import Resident
+from tuner.engine.step.decode import Engine
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights.checkpoint import Checkpoint
 
 
 def streaming_vs_resident(cfg: Config, steps: int, ckpt: Checkpoint) -> dict:

@@ -8,10 +8,10 @@ from dataclasses import replace
 from tuner.bench.limits import cpu_expert_gbps, pinned_copy_gbps
 from tuner.bench.sections import Options
 from tuner.config import Config
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.opening import model_folder, pick_device
-from tuner.engine.session import Session
-from tuner.engine.snapshot import Snapshot
+from tuner.engine.session.opening import model_folder, pick_device
+from tuner.engine.session.session import Session
+from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.vocabulary.snapshot import Snapshot
 
 
 def one_run(cfg: Config, tokens: int) -> Snapshot:

@@ -84,13 +84,13 @@ def engine_settings(args: argparse.Namespace) -> Settings:
 def make_demo_model(command: str, settings: Settings) -> None:
     """Makes the demo model when `settings` run it and it is not there yet: the first start
     writes ~0.6 GB, which no command does silently."""
-    from tuner.engine import recipes
+    from tuner.vocabulary import recipes
 
     if settings.model or recipes.is_made():
         return
     print(f"tuner {command}: making the demo model in {recipes.default_model_path()} (first "
           "start only, ~0.6 GB; the folder is set by TUNER_HOME)", file=sys.stderr, flush=True)
-    from tuner.engine import synth
+    from tuner.engine.weights import synth
 
     with progress("shards") as update:
         synth.ensure(progress=update)

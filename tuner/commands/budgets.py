@@ -11,9 +11,9 @@ from pathlib import Path
 
 from tuner.commands.args import print_json
 from tuner.commands.trace import SIZE_FORMS, print_notes
-from tuner.engine import inputs, trace_format
 from tuner.traces.budgets import EVEN, WEIGHTS, BudgetError, plan
 from tuner.traces.sizes import parse_size
+from tuner.vocabulary import inputs, trace_format
 
 
 def register(p: argparse.ArgumentParser) -> None:

@@ -12,12 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from tuner.commands.args import add_knob_flags, engine_settings, extra, print_json, progress
-from tuner.engine import recipes
 from tuner.errors import CommandError
 from tuner.format import figure
+from tuner.vocabulary import recipes
 
 # The quantizer's choices, named here so that a mistake is answered before torch loads
-# (tests/commands check them against tuner.engine.quant's).
+# (tests/commands check them against tuner.engine.weights.quant's).
 BITS, GROUPS = (8, 4), (32, 64, 128)
 
 
@@ -82,7 +82,7 @@ def _make(args: argparse.Namespace) -> int:
     if args.shape:
         recipe = recipes.shape(args.shape, args.layers, args.dtype or "bf16")
     elif args.like:
-        from tuner.engine import trace_format
+        from tuner.vocabulary import trace_format
 
         if min(args.hidden_size, args.expert_width) < 1:
             raise CommandError("--hidden-size and --expert-width must be >= 1")
@@ -98,7 +98,7 @@ def _make(args: argparse.Namespace) -> int:
     if out.exists():
         print(f"{out} already exists (use --force to make it again)")
         return 0
-    from tuner.engine import synth
+    from tuner.engine.weights import synth
 
     with progress(f"{recipe.id}: shards") as update:
         synth.write(recipe, out, update)
@@ -109,9 +109,9 @@ def _make(args: argparse.Namespace) -> int:
 
 
 def _quantize(args: argparse.Namespace) -> int:
-    from tuner.engine import quant
-    from tuner.engine.checkpoint import Checkpoint
-    from tuner.engine.opening import pick_device
+    from tuner.engine.session.opening import pick_device
+    from tuner.engine.weights import quant
+    from tuner.engine.weights.checkpoint import Checkpoint
 
     try:
         source = Checkpoint(args.source)
@@ -164,7 +164,7 @@ def _gguf(args: argparse.Namespace) -> int:
     logging.getLogger("gguf").setLevel(logging.WARNING)  # its writer logs each step
     folder, recipe = Path(args.model), MADE.get(args.model)
     if recipe:
-        from tuner.engine import synth
+        from tuner.engine.weights import synth
 
         with progress(f"{recipe.id}: shards") as update:
             folder = synth.ensure(recipe, progress=update)
@@ -178,9 +178,9 @@ def _gguf(args: argparse.Namespace) -> int:
 
 def _stats(args: argparse.Namespace) -> int:
     settings = engine_settings(args)  # checked before torch loads
-    from tuner.engine.session import Session
-    from tuner.engine.stats import routing_stats
+    from tuner.engine.session.session import Session
     from tuner.settings import to_config
+    from tuner.vocabulary.stats import routing_stats
 
     session = Session(to_config(settings))
     try:

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 from tuner.commands.args import add_knob_flags, print_json, settings_from_args
-from tuner.engine import inputs
 from tuner.errors import CommandError
 from tuner.knobs import BY_NAME
 from tuner.presets import PresetExists, Store, knob_diff
+from tuner.vocabulary import inputs
 
 
 def register(p: argparse.ArgumentParser) -> None:

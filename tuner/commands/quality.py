@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 from tuner.commands.args import add_knob_flags, engine_settings, print_json
-from tuner.engine import inputs
 from tuner.errors import CommandError
 from tuner.format import knob_text
 from tuner.settings import SettingsError, apply, from_texts, to_config
+from tuner.vocabulary import inputs
 
 COLUMNS = (  # (key, heading) of the sweep's table, after the swept knobs
     ("hit_rate", "hit rate %"), ("bytes_per_token", "bytes/token"),
@@ -67,8 +67,8 @@ def main(args: argparse.Namespace) -> int:
     # every combination validated before the first is measured, and before torch loads
     runs = [(dict(zip(grid, combo)), to_config(apply(base, from_texts(dict(zip(grid, combo))))))
             for combo in itertools.product(*grid.values())]
-    from tuner.engine.checkpoint import Checkpoint
-    from tuner.engine.opening import model_folder
+    from tuner.engine.session.opening import model_folder
+    from tuner.engine.weights.checkpoint import Checkpoint
     from tuner.measure.perplexity import DEMO_SEED, demo_text, evaluate
 
     if args.text is not None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from tuner.commands.args import print_json
 from tuner.commands.trace import print_notes
-from tuner.engine import trace_format
 from tuner.format import fixed
 from tuner.traces import realism
 from tuner.traces.realism import NAMES, SHAPE, SHARES_PCT, Routing
+from tuner.vocabulary import trace_format
 
 WIDTH = 22  # of a column
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 from tuner.commands.args import print_json
 from tuner.commands.trace import SIZE_FORMS, print_notes
-from tuner.engine import trace_format
-from tuner.engine.trace_format import Trace, TraceError
 from tuner.knobs import even_budgets
 from tuner.traces import budgets
 from tuner.traces.budgets import EVEN, BudgetError, quotas_for_trace
 from tuner.traces.modes import MODES
 from tuner.traces.replay import replay, report, sweep, sweep_report, sweep_sizes
 from tuner.traces.sizes import parse_size, parse_sizes
+from tuner.vocabulary import trace_format
+from tuner.vocabulary.trace_format import Trace, TraceError
 
 
 def register(p: argparse.ArgumentParser) -> None:

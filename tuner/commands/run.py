@@ -24,8 +24,8 @@ def main(args: argparse.Namespace) -> int:
     if args.tokens < 1:
         raise CommandError("--tokens must be at least 1")
     settings = engine_settings(args)  # checked before torch loads
-    from tuner.engine.opening import unknown_words_note
-    from tuner.engine.session import Session
+    from tuner.engine.session.opening import unknown_words_note
+    from tuner.engine.session.session import Session
     from tuner.settings import to_config
 
     try:

@@ -108,7 +108,7 @@ def serve(args: argparse.Namespace, settings: Settings, sock: socket.socket) -> 
     import uvicorn
 
     from tuner.control.controller import Controller
-    from tuner.engine.session import Session
+    from tuner.engine.session.session import Session
     from tuner.presets import Store
     from tuner.settings import to_config
     from tuner.web.app import create_app

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from tuner.commands.args import add_knob_flags, engine_settings, print_json
-from tuner.engine import trace_format
 from tuner.errors import CommandError
 from tuner.format import fixed
 from tuner.traces.importers import (
@@ -20,6 +19,7 @@ from tuner.traces.importers import (
 )
 from tuner.traces.sizes import FORMS, parse_sizes
 from tuner.traces.stats import trace_stats
+from tuner.vocabulary import trace_format
 
 SIZE_FORMS = FORMS.replace("%", "%%")  # for argparse help, which formats it with %
 

@@ -63,7 +63,7 @@ def _embedded(args: argparse.Namespace) -> int:
     settings = engine_settings(args)  # checked before torch loads
     from tuner.control.controller import Controller
     from tuner.control.embedded import EmbeddedBackend
-    from tuner.engine.session import Session
+    from tuner.engine.session.session import Session
     from tuner.presets import Store
     from tuner.settings import to_config
     from tuner.ui.app import create_app

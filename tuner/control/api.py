@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast, get_type_hints
 
 from tuner.control.models import ABRequest, RunState, SessionState, TuneRequest
-from tuner.engine.snapshot import Experts, Snapshot
+from tuner.vocabulary.snapshot import Experts, Snapshot
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 

@@ -27,17 +27,17 @@ from tuner.control.errors import ApplyTimeout
 from tuner.control.models import ABRequest, RunState, SessionState, TuneRequest
 from tuner.control.slot import JobSlot
 from tuner.control.tune import TuneRunner
-from tuner.engine import trace_format
-from tuner.engine.inputs import shown
-from tuner.engine.model_config import ModelConfig, ModelError
-from tuner.engine.session import Session
-from tuner.engine.snapshot import Experts
-from tuner.engine.trace_format import Trace, TraceError
+from tuner.engine.session.session import Session
 from tuner.knobs import BY_NAME, KNOBS, config_dict
 from tuner.presets import Store, knob_diff
 from tuner.settings import Settings, SettingsError, apply, to_config
 from tuner.traces.budgets import BudgetError, plan
 from tuner.traces.curve import LiveCurve
+from tuner.vocabulary import trace_format
+from tuner.vocabulary.inputs import shown
+from tuner.vocabulary.model_config import ModelConfig, ModelError
+from tuner.vocabulary.snapshot import Experts
+from tuner.vocabulary.trace_format import Trace, TraceError
 
 # While a UI or the server shares the engine's process, a thread that wants the GIL waits
 # at most this long for its holder (Python's default is 5 ms), so the decode thread gets it

@@ -21,8 +21,8 @@ from typing import Any
 from tuner.control.api import Backend, Operation
 from tuner.control.controller import GIL_SWITCH_S, Controller
 from tuner.control.errors import as_backend_error
-from tuner.engine.snapshot import Snapshot
 from tuner.errors import TunerError
+from tuner.vocabulary.snapshot import Snapshot
 
 
 class EmbeddedBackend(Backend):

@@ -38,15 +38,15 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import ErrorDetails, core_schema
 
-from tuner.engine.workload import NAMES as WORKLOADS
-from tuner.engine.workload import WorkloadError
-from tuner.engine.workload import check as check_workload
-from tuner.engine.workload import check_name as check_workload_name
 from tuner.measure.rules import RULESETS, check_limits
 from tuner.presets import check_name
 from tuner.settings import SettingsError, shown
 from tuner.traces.budgets import WEIGHTS
 from tuner.tune.worker import DEFAULT_OBJECTIVE, OBJECTIVES
+from tuner.vocabulary.workload import NAMES as WORKLOADS
+from tuner.vocabulary.workload import WorkloadError
+from tuner.vocabulary.workload import check as check_workload
+from tuner.vocabulary.workload import check_name as check_workload_name
 
 M = TypeVar("M", bound=BaseModel)
 

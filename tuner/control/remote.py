@@ -22,7 +22,7 @@ from websockets.exceptions import InvalidStatus, WebSocketException
 
 from tuner.control.api import Backend, Operation
 from tuner.control.errors import BackendError, Unreachable, backend_error
-from tuner.engine.snapshot import Snapshot
+from tuner.vocabulary.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 

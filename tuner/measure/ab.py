@@ -81,7 +81,7 @@ def _phase(t: dict) -> dict[str, Any]:
 
 
 def run_once(settings: Settings, tokens: int) -> dict[str, Any]:
-    from tuner.engine.session import Session  # torch where it runs: arms are checked first
+    from tuner.engine.session.session import Session  # torch where it runs: arms are checked first
 
     cfg = to_config(settings)
     session = Session(cfg if cfg.quality_every else replace(cfg, quality_every=QUALITY_EVERY))

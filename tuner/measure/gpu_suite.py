@@ -25,7 +25,7 @@ import torch
 
 from tuner.bench.limits import describe
 from tuner.bench.sections import GPU, Options, chosen
-from tuner.engine import synth
+from tuner.engine.weights import synth
 from tuner.errors import CommandError, Exit, run
 from tuner.knobs import BY_NAME, Config
 

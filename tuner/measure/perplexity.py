@@ -20,11 +20,11 @@ from dataclasses import replace
 
 import torch
 
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.opening import load_tokenizer
-from tuner.engine.reference import Resident
-from tuner.engine.session import Session
-from tuner.engine.workload import corpus
+from tuner.engine.session.opening import load_tokenizer
+from tuner.engine.session.session import Session
+from tuner.engine.session.workloads import corpus
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.knobs import Config
 
 Progress = Callable[[int, int], None]  # (positions done, of how many)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from tuner.engine.checkpoint import Checkpoint
-from tuner.engine.reference import Resident
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights.checkpoint import Checkpoint
 
 PROMPT = [5, 17, 3, 60, 41, 8, 22, 90]
 

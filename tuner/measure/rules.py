@@ -20,10 +20,10 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from tuner.engine.counters import PHASES
 from tuner.format import figure
 from tuner.measure.compare import compare
 from tuner.settings import SettingsError
+from tuner.vocabulary.counters import PHASES
 
 PASS, REJECT, NOT_APPLICABLE = "pass", "reject", "n/a"
 QUALITY_EVERY = 4  # tokens between the quality probe's samples where a gate needs them

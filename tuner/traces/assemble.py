@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.engine.inputs import TRACE_SLOTS
-from tuner.engine.trace_format import MAX_EXPERTS, MAX_LAYERS, Trace, TraceError
+from tuner.vocabulary.inputs import TRACE_SLOTS
+from tuner.vocabulary.trace_format import MAX_EXPERTS, MAX_LAYERS, Trace, TraceError
 
 EXAMPLES = 3
 

@@ -2,7 +2,7 @@
 
 It needs the future, so it exists only for replay: it reads every key's use times from
 the trace and the replay sets `now` before each layer's claim. It orders victims like any
-policy in `tuner.engine.policies`, and the slot map picks among them exactly as for LRU
+policy in `tuner.vocabulary.policies`, and the slot map picks among them exactly as for LRU
 and 2Q (pinned slots are skipped), so the bound is measured on the same victim path.
 """
 
@@ -13,7 +13,7 @@ from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Iterator
 
-from tuner.engine.slots import Key
+from tuner.vocabulary.slots import Key
 
 
 class Belady:

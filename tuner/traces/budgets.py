@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tuner.engine import inputs
-from tuner.engine.budgets import allocate, by_layer, hit_curves, stall_weights
-from tuner.engine.slots import check_quotas
-from tuner.engine.trace_format import Trace
 from tuner.errors import TunerError
 from tuner.knobs import even_budgets
 from tuner.traces.replay import pct, replay_rows
 from tuner.traces.sizes import below_working_set, in_working_sets, working_set
+from tuner.vocabulary import inputs
+from tuner.vocabulary.budgets import allocate, by_layer, hit_curves, stall_weights
+from tuner.vocabulary.slots import check_quotas
+from tuner.vocabulary.trace_format import Trace
 
 WEIGHTS = ("hits", "stall")
 EVEN = "even"  # --budgets even: the arena shared evenly among the layers

@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from tuner.engine.counters import C
-from tuner.engine.policies import POLICIES as CACHE_POLICIES
-from tuner.engine.trace_format import Trace
 from tuner.traces.replay import notes, pct, replay_rows
 from tuner.traces.sizes import in_working_sets, pairs, working_set
+from tuner.vocabulary.counters import C
+from tuner.vocabulary.policies import POLICIES as CACHE_POLICIES
+from tuner.vocabulary.trace_format import Trace
 
 log = logging.getLogger(__name__)
 

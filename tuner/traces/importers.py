@@ -32,7 +32,7 @@ format) or a glob; several make one trace, in natural name order.
   keeps the decode phase as one sequence per request (`--phase decode|prefill|all`).
 
 What is read is bounded: regular files only, 512 MiB for all the files of one import
-together and 1 MiB a line (tuner.engine.inputs.ROUTE_LOGS), 2**22 lines in all
+together and 1 MiB a line (tuner.vocabulary.inputs.ROUTE_LOGS), 2**22 lines in all
 (MAX_LINES), 128 KiB a CSV field. An import holds one line at a time and the routings read
 (docs/security.md gives what that takes, measured).
 """
@@ -49,9 +49,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.engine import inputs
-from tuner.engine.trace_format import MAX_EXPERTS, Trace, TraceError
 from tuner.traces.assemble import Problems, Routing, Sequencer, assemble
+from tuner.vocabulary import inputs
+from tuner.vocabulary.trace_format import MAX_EXPERTS, Trace, TraceError
 
 SEQUENCE_KEYS = ("problem_id", "req_id", "request_id", "seq_id", "sequence")
 PROBS_KEYS = ("gating_probs", "probs", "weights", "topk_weights", "router_probs")

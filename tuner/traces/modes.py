@@ -1,6 +1,6 @@
 """Replay modes: what keeps experts in the arena while a trace replays, registered by name.
 
-* `lru`, `2q`: the engine's cache policies (tuner.engine.policies), every routing claimed
+* `lru`, `2q`: the engine's cache policies (tuner.vocabulary.policies), every routing claimed
   through the slot map exactly as the live engine claims it.
 * `opt`: Belady's MIN (belady.py), the bound no policy without read-ahead beats.
 * `static`: the most-routed pairs of the whole trace pinned for all of it (an oracle of
@@ -27,9 +27,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tuner.engine.slots import CLAIMED_SPEC, HIT, SlotMap
 from tuner.knobs import BY_NAME
 from tuner.traces.belady import Belady, future_uses
+from tuner.vocabulary.slots import CLAIMED_SPEC, HIT, SlotMap
 
 Rows = list[list[list[int]]]  # [token][layer] -> expert ids in rank order (Trace.rows)
 READ_AHEAD_LIMIT = BY_NAME["prefetch_max"].default  # predicted misses read ahead per layer

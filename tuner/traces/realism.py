@@ -27,11 +27,11 @@ from importlib import resources
 
 from scipy.stats import kendalltau
 
-from tuner.engine.trace_format import Trace
 from tuner.traces.modes import MODES
 from tuner.traces.replay import pct, replay_rows
 from tuner.traces.sizes import in_working_sets, pairs
 from tuner.traces.stats import trace_stats
+from tuner.vocabulary.trace_format import Trace
 
 SHARES_PCT = (15, 25, 50)  # arena sizes, % of the layer-expert pairs (as the public figures)
 # (key in trace_stats' totals, label, decimals)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from tuner import __version__
-from tuner.engine.route_log import RouteLog
-from tuner.engine.session import Session
-from tuner.engine.trace_format import Trace
+from tuner.engine.session.session import Session
+from tuner.engine.step.route_log import RouteLog
 from tuner.knobs import BY_NAME, Config, config_dict
+from tuner.vocabulary.trace_format import Trace
 
 
 def record(cfg: Config, tokens: int, logits: bool = False) -> tuple[Trace, dict]:

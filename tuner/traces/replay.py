@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.engine.slots import check_quotas
-from tuner.engine.trace_format import Trace
 from tuner.errors import TunerError
 from tuner.traces.modes import MODES
 from tuner.traces.sizes import below_working_set, in_working_sets, working_set
+from tuner.vocabulary.slots import check_quotas
+from tuner.vocabulary.trace_format import Trace
 
 SWEEP_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)  # default sweep sizes, times --slots
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from tuner.engine.trace_format import Trace, TraceError
+from tuner.vocabulary.trace_format import Trace, TraceError
 
 FORMS = ("a slot count (205), a share of the layer-expert pairs (25%) or working sets, "
          "multiples of one token's layers x top-k routings (1.5ws)")

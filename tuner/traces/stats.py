@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuner.engine.stats import entropy, gini, skew
-from tuner.engine.trace_format import Trace
 from tuner.traces.replay import pct, replay_rows
+from tuner.vocabulary.stats import entropy, gini, skew
+from tuner.vocabulary.trace_format import Trace
 
 ARENA_SHARES = (0.125, 0.25, 0.5, 0.75)  # of the trace's layer-expert pairs
 CACHES = ("lru", "2q", "opt", "static")

@@ -45,7 +45,7 @@ class RayPool:
         if self.started:
             if address == "local":
                 if not spec.base.get("model"):  # made once here, not by two workers at once
-                    from tuner.engine import synth
+                    from tuner.engine.weights import synth
 
                     synth.ensure()
                 ray.init(runtime_env=_local_env(), include_dashboard=False,

@@ -74,7 +74,7 @@ class LiveMeasure:
 
     def __init__(self, base: Settings, span: Span, prompt_ids: list[int] | None = None,
                  stop: threading.Event | None = None):
-        from tuner.engine.session import Session  # torch only where a session is built
+        from tuner.engine.session.session import Session  # torch only where a session is built
 
         self.span, self.stop = span, stop
         self.session = Session(to_config(base), prompt_ids=prompt_ids)

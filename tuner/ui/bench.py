@@ -35,7 +35,7 @@ from tuner.bench.sections import Options
 from tuner.config import Config
 from tuner.control.controller import Controller
 from tuner.control.embedded import EmbeddedBackend
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
 from tuner.knobs import config_dict
 from tuner.settings import Settings, to_config, validate
 from tuner.ui import DEFAULT_REFRESH_HZ

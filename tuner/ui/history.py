@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from tuner.engine.counters import HEADLINES
+from tuner.vocabulary.counters import HEADLINES
 
 
 class History:

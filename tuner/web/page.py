@@ -19,8 +19,8 @@ from html import escape
 from itertools import groupby
 from typing import Any
 
-from tuner.engine.counters import HEADLINES, PHASE_FIGURES, PHASES, TOTAL_BY_NAME
 from tuner.format import COLUMN_SETS, LAYER, columns_of, figure, levels
+from tuner.vocabulary.counters import HEADLINES, PHASE_FIGURES, PHASES, TOTAL_BY_NAME
 
 HEAT_LEVELS = 8
 VIEWS = ("window", "cumulative")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tuner.engine.counters import (
+from tuner.vocabulary.counters import (
     COUNTERS,
     DERIVED,
     HEADLINES,

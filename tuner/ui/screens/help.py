@@ -13,8 +13,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tuner.engine.counters import HEADLINES
 from tuner.format import COLUMNS
+from tuner.vocabulary.counters import HEADLINES
 
 if TYPE_CHECKING:
     from tuner.ui.app import TunerApp

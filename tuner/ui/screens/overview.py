@@ -9,11 +9,11 @@ from textual.containers import Horizontal, Vertical
 from textual.markup import escape
 from textual.widgets import Label
 
-from tuner.engine.counters import HEADLINES, PHASE_FIGURES, PHASES, PREDICTORS, TOTAL_BY_NAME
 from tuner.format import figure
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.readout import Readout
 from tuner.ui.widgets.trend import Trend
+from tuner.vocabulary.counters import HEADLINES, PHASE_FIGURES, PHASES, PREDICTORS, TOTAL_BY_NAME
 
 RECENT_CHANGES = 5
 

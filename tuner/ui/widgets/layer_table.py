@@ -25,9 +25,9 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tuner.engine.counters import Shown
 from tuner.format import COLUMN_SETS, LAYER, columns_of, figure, levels
 from tuner.ui.widgets.shades import shade_styles
+from tuner.vocabulary.counters import Shown
 
 SHADES = 6
 PAD = 1  # blank cells on each side of a column

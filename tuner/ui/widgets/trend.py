@@ -8,10 +8,10 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label
 
-from tuner.engine.counters import Headline
 from tuner.format import figure
 from tuner.ui.widgets.readout import Readout
 from tuner.ui.widgets.spark import Spark
+from tuner.vocabulary.counters import Headline
 
 
 class Trend(Horizontal):

@@ -24,8 +24,6 @@ from tuner.control.models import (
     TuneRequest,
     parse,
 )
-from tuner.engine.counters import HEADLINES
-from tuner.engine.workload import NAMES as WORKLOADS
 from tuner.errors import TunerError
 from tuner.format import COLUMN_SETS, budgets_line, knob_text
 from tuner.knobs import BY_NAME, GROUPS, KNOBS
@@ -34,6 +32,8 @@ from tuner.measure.rules import RULESETS
 from tuner.presets import PresetError, PresetExists
 from tuner.settings import SettingsError, from_texts
 from tuner.tune.worker import SENTINEL_EVERY
+from tuner.vocabulary.counters import HEADLINES
+from tuner.vocabulary.workload import NAMES as WORKLOADS
 from tuner.web.connection import serve_client
 from tuner.web.deps import ControllerDep, HubDep, PresetName, SteeringDep
 from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Response
 
 from tuner.control.models import RunState
-from tuner.engine.snapshot import Experts, Snapshot
+from tuner.vocabulary.snapshot import Experts, Snapshot
 from tuner.web.deps import ControllerDep
 from tuner.web.schemas import Curve
 

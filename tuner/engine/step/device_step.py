@@ -1,0 +1,368 @@
+"""The device half of a decode step: each layer from its input to its output, with no host
+round trip when every routed expert is already in fast memory.
+
+A layer's body reads static buffers and writes static buffers: attention (the position is
+a device tensor), the router (moce against the device residency mask), the lookup of each
+selected expert's row in a device table (-1 where the expert is not there), the experts
+found gathered from `mem` and computed, the residual updated, and a small pack copied to
+pinned host memory: the ids, the rows found and the probe's scores. On CUDA each body is a
+CUDA graph, captured once per layer and attention span and replayed with one call. A graph
+cannot branch, so there a body computes its experts whatever it found (a missing one
+computes row 0, and the host fixes the layer; or, where every expert also sits in
+page-locked host memory, a missing one is read there in place and needs no fix: fused.Far);
+on the CPU the body runs eagerly and skips the experts' compute when one of them is missing,
+unless misses are read in place (from the RAM store's host copy).
+
+The host reads a layer's pack after the layer's event. Where the device found every
+expert, its output stands and the next layer may already run; otherwise the host lands
+the missing bytes and `fix` computes the layer's experts again from the rows it names:
+the same gather, the same batched products, the same rank-order sum, so the output is what
+computing them all together gives (bit for bit).
+
+Shapes: D hidden, E experts, K top-k, L layers, P pack width (4K + 2E).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tuner.engine.memory.experts import SPEC_SETS, Experts
+from tuner.engine.weights import fused, router
+from tuner.engine.weights.model import Decoder
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """How a body reads the next layer's predicted misses ahead into its speculation rows
+    (misses read in place): the predictor and its pick, baked into the graphs."""
+
+    predictor: str  # "stale": the next layer's router on this input; "prev": what the next
+    # layer routed for the previous token
+    limit: int  # predicted misses read ahead, in rank order (1..k)
+    pick: tuple[int, float, float] | None = None  # stale: the moce pick it predicts
+    # (protect, bonus, bonus_r1) against the next layer's residency, or the raw top-k
+    drop_cold: float = 0.0  # a predicted weight below it is not read ahead (drop-aware)
+
+
+@dataclass(frozen=True)
+class Route:
+    """How the bodies route: what a captured graph bakes in (a change recaptures)."""
+
+    residency: bool = False  # moce: the router reads the residency mask
+    protect: int = 0
+    bonus: float = 0.0
+    bonus_r1: float = 0.0
+    probes: bool = False  # pack the probe's scores (this layer's and the next router's)
+    scores: bool = False  # pack the selected experts' logits (drop_cold)
+    ahead: Ahead | None = None  # read the next layer's predicted misses ahead
+
+
+def choose(scores: torch.Tensor, pred: torch.Tensor | None, ok: torch.Tensor | None,
+           table: torch.Tensor, k: int, limit: int, drop_cold: float) -> torch.Tensor:
+    """What a layer reads ahead for the next one: its predicted experts (`pred` int64 [k],
+    or the top k of `scores` [E], its router on this layer's input), less those resident
+    (`table` [E] >= 0), all of them unless `ok` (bool [1]), and with drop_cold those whose
+    predicted weight (the softmax over their scores) is below it, the top one kept; the
+    first `limit` of the rest in rank order, -1 after them: ids [k]. fused.choose_ahead is
+    the same rule in one kernel."""
+    if pred is None:
+        pred = torch.topk(scores, k).indices
+    wanted = table.index_select(0, pred) < 0
+    if ok is not None:
+        wanted &= ok
+    if drop_cold > 0:  # a miss of that predicted weight would be dropped unread
+        share = torch.softmax(scores.index_select(0, pred).double(), 0)
+        wanted &= (share >= drop_cold) | (torch.arange(k, device=pred.device)
+                                          == share.argmax())
+    rank = torch.arange(k, device=pred.device)
+    first = torch.argsort(torch.where(wanted, rank, rank + k))  # wanted first, rank order
+    return torch.where((rank < limit) & wanted.index_select(0, first),
+                       pred.index_select(0, first), -1)
+
+
+class Pack:
+    """A layer's pack as the host reads it."""
+
+    def __init__(self, row: np.ndarray, K: int, E: int, last: bool, route: Route):
+        self.sel = row[:K].astype(np.int64).tolist()  # expert ids, rank order
+        self.rows = row[K:2 * K].astype(np.int64).tolist()  # arena rows; -1 not found
+        self.ctrl = row[2 * K:2 * K + E] if route.probes else None  # this router on x [E]
+        self.stale_next = None if last or not route.probes else \
+            row[2 * K + E:2 * K + 2 * E].copy()  # layer l+1's router on x [E]
+        self.scores = row[2 * K + 2 * E:3 * K + 2 * E].copy() if route.scores else None
+        # the experts read ahead for this layer by the one before it (-1: none)
+        self.ahead = [e for e in row[3 * K + 2 * E:].astype(np.int64).tolist() if e >= 0] \
+            if route.ahead else []
+
+    @property
+    def found(self) -> bool:
+        return all(r >= 0 for r in self.rows)
+
+
+class DeviceStep:
+    """Per-layer bodies over one decoder, one expert memory and its lookup table.
+
+    `table` [L, E] int64 gives each expert's row in `experts.mem` or -1; `mask` [L, E] bool
+    is the residency the moce router reads. Both are read by the device when a body runs,
+    so the caller keeps them current before each `run`."""
+
+    def __init__(self, dec: Decoder, experts: Experts, table: torch.Tensor,
+                 mask: torch.Tensor | None, route: Route):
+        mc, dev = dec.cfg, dec.device
+        L, E, K, D = mc.num_layers, mc.num_experts, mc.top_k, mc.hidden_size
+        self.dec, self.experts, self.table, self.mask = dec, experts, table, mask
+        self.L, self.E, self.K = L, E, K
+        self.route = route
+        self.cuda = dev.type == "cuda"  # graphs, pinned buffers, events
+        self.branchless = dec.fixed  # the body's shapes are fixed: it computes unconditionally
+        self.tokpos = torch.zeros(2, dtype=torch.int64, device=dev)  # token id, position
+        self.h = torch.zeros(L + 1, D, dtype=dec.dtype, device=dev)  # residual into layer l
+        self.hatt = torch.zeros(L, D, dtype=dec.dtype, device=dev)  # after attention
+        self.x = torch.zeros(L, D, dtype=dec.dtype, device=dev)  # the MoE block's input
+        self.w = torch.zeros(L, K, dtype=torch.float32, device=dev)  # routing weights
+        width = 4 * K + 2 * E
+        self.pack = torch.zeros(L, width, dtype=torch.float32, device=dev)
+        # on CUDA the body copies its pack here, in pinned memory; on the CPU it is the pack
+        self.pack_host = torch.zeros(L, width, dtype=torch.float32, pin_memory=True) \
+            if self.cuda else self.pack
+        self._pack_np = self.pack_host.numpy()
+        self.out = torch.zeros(mc.vocab_size, dtype=torch.float32, device=dev)
+        self.pos = 0
+        self.done = [torch.cuda.Event() for _ in range(L)] if self.cuda else []
+        # held once: asking torch for the current stream costs more than recording an event
+        self.stream = torch.cuda.current_stream(dev) if self.cuda else None
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (layer, span)
+        self._head: torch.cuda.CUDAGraph | None = None
+        self._pool = torch.cuda.graph_pool_handle() if self.cuda else None
+        self._rows = torch.zeros(K, dtype=torch.int64, pin_memory=self.cuda)
+        self.fix_rows = torch.zeros(L, K, dtype=torch.int64, device=dev)  # a fix's rows
+        # read ahead (Ahead): the experts of each set of speculation rows (-1: none), whether
+        # a layer routed since the sequence started (prev), and the stream the copies take
+        self.ahead_ids = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
+        self.ahead_src = torch.full((K,), -1, dtype=torch.int64, device=dev)  # their far rows
+        self.routed = torch.zeros(L, dtype=torch.bool, device=dev)
+        self.ahead_stream = torch.cuda.Stream(dev) if self.cuda else None
+        self._fixes: dict[int, torch.cuda.CUDAGraph] = {}  # by layer
+        self.captured = 0  # graphs captured so far
+
+    def set_route(self, route: Route) -> None:
+        if route != self.route:
+            self.route = route
+            self.graphs.clear()  # captured with the old routing
+
+    def warm(self, fixes: bool = True) -> list[float]:
+        """On CUDA, captures every graph a token can replay that is not captured yet: each
+        layer's body for every attention span of the context, its fix (`fixes`), the
+        logits. Their eager runs build the kernels, so no token pays for either. The runs
+        write scratch only: the position is the context's last, whose keys and values a
+        token writes before any token reads them. Returns the seconds each layer took (the
+        logits' on the last); on the CPU, nothing to do."""
+        took = [0.0] * self.L
+        if not self.cuda:
+            return took
+        tokpos = self.tokpos.clone()
+        self.tokpos[1].fill_(self.dec.context - 1)
+        for layer in range(self.L):
+            t0, before = time.perf_counter(), self.captured
+            for span in self.dec.spans():
+                self._body_graph(layer, span)
+            if fixes:
+                self._fix_graph(layer)
+            if layer + 1 == self.L and self._head is None:
+                self._head = self._capture(self._logits)
+            if self.captured != before:
+                torch.cuda.synchronize()
+                took[layer] = time.perf_counter() - t0
+        self.tokpos.copy_(tokpos)
+        return took
+
+    # -- one token ---------------------------------------------------------------------
+    @torch.inference_mode()
+    def new_sequence(self) -> None:
+        """No layer has routed in this sequence yet: `prev` reads nothing ahead."""
+        self.routed.zero_()
+
+    def start(self, token: int, pos: int) -> None:
+        """The token and its position, to the device: written by two fills queued on the
+        stream, so a caller that queues tokens back to back needs no host buffer."""
+        self.pos = pos
+        self.tokpos[0].fill_(token)
+        self.tokpos[1].fill_(pos)
+
+    def run(self, layer: int) -> None:
+        """Layer `layer`'s body, on the current stream; on CUDA its event follows it."""
+        span = self.dec.span(self.pos)
+        if not self.cuda:
+            self._body(layer, span)
+            return
+        self._body_graph(layer, span).replay()
+        self.done[layer].record(self.stream)
+
+    def read(self, layer: int) -> Pack:
+        """Waits for the layer's body; its pack."""
+        if self.cuda:
+            self.done[layer].synchronize()
+        return Pack(self._pack_np[layer], self.K, self.E, layer + 1 == self.L, self.route)
+
+    def fix(self, layer: int, rows: list[int], ranks: list[int] | None = None) -> None:
+        """Computes the layer's experts again from arena rows `rows` (the host's, in rank
+        order; `ranks`: the routing's ranks they serve, when drop_cold left some out) and
+        writes the layer's output. On CUDA a whole routing's fix is a graph of its own."""
+        idx = self._rows[:len(rows)]
+        idx.numpy()[:] = rows  # its last copy ran before the layer's event the host awaited
+        if ranks is not None or not self.cuda:
+            w = self.w[layer] if ranks is None else self.w[layer][ranks]
+            self._fix(layer, idx.to(self.fix_rows.device, non_blocking=True), w)
+            return
+        self.fix_rows[layer].copy_(idx, non_blocking=True)
+        self._fix_graph(layer).replay()
+
+    def _fix(self, layer: int, rows: torch.Tensor, w: torch.Tensor) -> None:
+        x = self.x[layer]
+        y = self.experts.mix(x, w, rows)
+        self.h[layer + 1].copy_(self.hatt[layer] + self.dec.shared_output(layer, x, y))
+
+    def logits(self) -> torch.Tensor:
+        """The token's logits [V] (float32), after the last layer."""
+        if not self.cuda:
+            self._logits()
+        else:
+            if self._head is None:
+                self._head = self._capture(self._logits)
+            self._head.replay()
+        return self.out.clone()
+
+    def whole_token(self) -> torch.cuda.CUDAGraph:
+        """Every layer and the logits captured as one CUDA graph at the current position:
+        what the same kernels cost with no launch between layers (the bench's floor)."""
+        span = self.dec.span(self.pos)
+
+        def token() -> None:
+            for layer in range(self.L):
+                self._body(layer, span)
+            self._logits()
+
+        return self._capture(token)
+
+    # -- the bodies ----------------------------------------------------------------------
+    def _body(self, l: int, span: int) -> None:
+        """One layer; `span`: the attention span where shapes are fixed (the position is on
+        the device then)."""
+        dec, route, K = self.dec, self.route, self.K
+        h = dec.embed.index_select(0, self.tokpos[:1])[0] if l == 0 else self.h[l]
+        if self.branchless:
+            h = dec.attend_one(l, h, self.tokpos[1:], span)
+        else:
+            h = dec.attention(l, h, self.pos)
+        x = dec.moe_input(l, h)
+        logits = dec.router_logits(l, x)  # [E] float32
+        mask = None
+        if route.residency:
+            assert self.mask is not None  # a route that reads residency is given the mask
+            mask = self.mask[l]
+        sel = router.select(logits, mask, K, route.protect, route.bonus, route.bonus_r1)
+        rows = self.table[l].index_select(0, sel)  # [K], -1 where not in mem
+        ahead = route.ahead is not None and self.experts.speculates
+        if ahead and l > 0:  # a miss the layer before read ahead: its speculation row
+            ids = self.ahead_ids[l % SPEC_SETS]
+            match = (sel[:, None] == ids[None, :]) & (ids >= 0)[None, :]  # [K, K]
+            there = self.experts.spec_first(l) + match.float().argmax(1)
+            rows = torch.where((rows < 0) & match.any(1), there, rows)
+        w = router.weights(logits, sel, dec.cfg.norm_topk_prob)
+        self.hatt[l].copy_(h)
+        self.x[l].copy_(x)
+        self.w[l].copy_(w)
+        pack, E = self.pack[l], self.E
+        pack[:2 * K].copy_(torch.cat([sel, rows]))
+        probes = None
+        if route.probes:  # this layer's router and layer l+1's on x, in one product
+            probes = dec.routers[l:l + 2].view(-1, x.shape[-1]) @ x.float()  # [E or 2E]
+            pack[2 * K:2 * K + len(probes)].copy_(probes)
+        if route.scores:
+            pack[2 * K + 2 * E:3 * K + 2 * E].copy_(logits.index_select(0, sel))
+        if ahead:
+            if l > 0:
+                pack[3 * K + 2 * E:].copy_(self.ahead_ids[l % SPEC_SETS])
+            else:
+                pack[3 * K + 2 * E:].fill_(-1)
+            self.routed[l:l + 1].fill_(True)
+        if self.cuda:
+            self.pack_host[l].copy_(self.pack[l], non_blocking=True)
+        side = None
+        if ahead and l + 1 < self.L:
+            assert probes is not None  # the engine packs probes whenever it reads ahead
+            side = self._read_ahead(l + 1, probes[E:])
+        if self.experts.far is not None:  # a missing expert is read where it is
+            y = self.experts.mix(x, w, rows, sel + l * self.E, l)
+        elif self.branchless:  # a missing expert computes row 0; the host fixes the layer
+            y = self.experts.mix(x, w, rows.clamp(min=0))
+        elif bool((rows < 0).any()):
+            return
+        else:
+            y = self.experts.mix(x, w, rows)
+        self.h[l + 1].copy_(h + dec.shared_output(l, x, y))
+        if side is not None:  # the next layer's body reads what was read ahead
+            torch.cuda.current_stream().wait_stream(side)
+
+    def _read_ahead(self, nxt: int, scores: torch.Tensor) -> torch.cuda.Stream | None:
+        """Reads layer `nxt`'s predicted misses into its speculation rows, in rank order,
+        at most `limit` (`scores` [E]: its router on this layer's input). On CUDA two
+        kernels on a stream of their own (the plain stale gate; a moce pick routes first),
+        so the copies overlap this layer's experts; returns that stream."""
+        a, K, E = self.route.ahead, self.K, self.E
+        assert a is not None  # the body reads ahead only with Ahead
+        side = self.ahead_stream
+        if side is not None:
+            side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side) if side is not None else nullcontext():
+            pred, ok = None, None
+            if a.predictor == "prev":  # what layer nxt routed for the previous token
+                pred, ok = self.pack[nxt, :K].long(), self.routed[nxt:nxt + 1]
+            elif a.pick is not None:  # the set the moce router will pick
+                assert self.mask is not None  # a moce pick is asked of the engine's bodies
+                pred = router.select(scores, self.mask[nxt], K, *a.pick)
+            ids, src = self.ahead_ids[nxt % SPEC_SETS], self.ahead_src
+            if self.experts.fused:
+                fused.choose_ahead(scores, pred, ok, self.table[nxt], ids, src, a.limit,
+                                   a.drop_cold, nxt * E)
+            else:
+                ids.copy_(choose(scores, pred, ok, self.table[nxt], K, a.limit, a.drop_cold))
+                src.copy_(torch.where(ids >= 0, ids + nxt * E, -1))
+            self.experts.speculate(nxt, src)
+        return side
+
+    def _logits(self) -> None:
+        self.out.copy_(self.dec.logits(self.h[self.L]))
+
+    def _body_graph(self, layer: int, span: int) -> torch.cuda.CUDAGraph:
+        graph = self.graphs.get((layer, span))
+        if graph is None:
+            graph = self.graphs[layer, span] = self._capture(lambda: self._body(layer, span))
+        return graph
+
+    def _fix_graph(self, layer: int) -> torch.cuda.CUDAGraph:
+        graph = self._fixes.get(layer)
+        if graph is None:
+            graph = self._fixes[layer] = self._capture(
+                lambda: self._fix(layer, self.fix_rows[layer], self.w[layer]))
+        return graph
+
+    def _capture(self, fn) -> torch.cuda.CUDAGraph:
+        """`fn` captured as a CUDA graph, after two eager runs on a side stream (they load
+        kernels and make library handles; their writes are the same the replay makes)."""
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        self.captured += 1
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
+            fn()
+        return graph
