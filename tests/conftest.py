@@ -9,11 +9,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tuner.engine.weights import synth
 from tuner.knobs import Config
 
 PATIENT_S = 120.0  # how long a test's HTTP call waits for its answer (patient_http)
+
+# Hypothesis's per-example deadline is a wall-clock limit: on a loaded machine a 0.1 ms
+# example took 295 ms once. Timings belong to the perf marker, not to property tests.
+settings.register_profile("tuner", deadline=None)
+settings.load_profile("tuner")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -345,9 +345,10 @@ class ReadPool(ReadQueue):
             self._cond.notify_all()
         for t in self._threads:
             t.join(timeout=5)
-        for fd in self._fds.values():
+        with self._lock:  # taken once: a second close must not close numbers reused since
+            fds, self._fds = list(self._fds.values()), {}
+        for fd in fds:
             os.close(fd)
-        self._fds.clear()
 
     def _queued(self) -> None:
         with self._lock:
