@@ -21,7 +21,7 @@ from tuner.bench.limits import ratio
 from tuner.bench.sections import BY_NAME, Options
 from tuner.engine import synth
 from tuner.engine.checkpoint import Checkpoint
-from tuner.gguf_export import cached
+from tuner.llamacpp.convert import cached
 from tuner.knobs import Config
 
 SAMPLE = Path(__file__).with_name("llama-bench-tg.json")

@@ -26,7 +26,7 @@ from tuner.engine.trace_format import Trace
 from tuner.engine.workload import read_file
 from tuner.errors import TunerError
 from tuner.presets import load_file
-from tuner.presets_export import ImportProblems, import_env
+from tuner.presets.export import ImportProblems, import_env
 from tuner.traces import budgets
 from tuner.traces.importers import import_trace
 

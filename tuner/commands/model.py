@@ -159,7 +159,7 @@ def _gguf(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.force:
         raise CommandError(f"{args.out} already exists (use --force to replace it)")
     with extra("gguf"):
-        from tuner.gguf_export import convert
+        from tuner.llamacpp.convert import convert
 
     logging.getLogger("gguf").setLevel(logging.WARNING)  # its writer logs each step
     folder, recipe = Path(args.model), MADE.get(args.model)

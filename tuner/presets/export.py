@@ -27,7 +27,7 @@ from tuner.engine.slots import arena_slots, quotas_for
 from tuner.errors import TunerError
 from tuner.knobs import INPUT_KNOBS, KNOBS, Knob
 from tuner.llamacpp import EXPS
-from tuner.presets import Preset, PresetError, Store, check_name
+from tuner.presets.store import Preset, PresetError, Store, check_name
 from tuner.settings import Settings, SettingsError, env_values, validate
 
 FORMATS = ("env", "json", "llama.cpp")

@@ -11,7 +11,7 @@ import pytest
 from tuner import settings
 from tuner.cli import main
 from tuner.presets import Preset, PresetError, Store, shipped_dir
-from tuner.presets_export import EXPS, ImportProblems, import_env, import_file, to_env
+from tuner.presets.export import EXPS, ImportProblems, import_env, import_file, to_env
 
 SHIPPED = sorted(p.stem for p in shipped_dir().glob("*.toml"))
 

@@ -1,4 +1,4 @@
-"""Tuning presets: partial settings documents in TOML, with metadata.
+"""Preset files: partial settings documents in TOML, with metadata.
 
     [preset]
     name = "seed000-route"
@@ -94,7 +94,7 @@ class Preset:
 
 
 def shipped_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "presets"
+    return Path(__file__).resolve().parents[2] / "presets"
 
 
 def user_dir() -> Path:
