@@ -13,7 +13,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target "$HOME/.cac
 nvidia-smi > "$OUT/nvidia-smi.txt"
 python3 -c "import torch, transformers, accelerate; print(torch.__version__, transformers.__version__, accelerate.__version__)"
 OLMOE="$TUNER_HOME/models/olmoe-shape-16x64-bf16"
-SUITE="python3 -m tuner.measure.gpu_suite --out $OUT --tokens 64"
+SUITE="python3 -m tuner.bench.gpu_suite --out $OUT --tokens 64"
 for step in "$@"; do
   echo "== $step"
   case $step in

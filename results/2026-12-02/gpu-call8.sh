@@ -18,7 +18,7 @@ step() {  # name, seconds, command...
 }
 suite() {  # name, seconds, gpu_suite arguments...
   local name=$1 secs=$2; shift 2
-  step "$name" "$secs" python3 -m tuner.measure.gpu_suite --out "$OUT" --json-name "$name.json" "$@"
+  step "$name" "$secs" python3 -m tuner.bench.gpu_suite --out "$OUT" --json-name "$name.json" "$@"
 }
 suite read-demo 90 --tokens 64 --only read
 suite read-olmoe 150 --tokens 64 --only read --shape olmoe

@@ -1,6 +1,6 @@
 """The benchmark suite of a GPU machine in one call, written as JSON.
 
-    python -m tuner.measure.gpu_suite --out results/DATE [--model PATH]
+    python -m tuner.bench.gpu_suite --out results/DATE [--model PATH]
 
 Needs only torch, numpy and safetensors (the engine's own dependencies; peer also needs
 transformers and accelerate, llamacpp the gguf package and a llama-bench build), so it runs
