@@ -30,6 +30,6 @@ for step in "$@"; do
                 --set io_piece_kib=2048,io_workers=16,prefetch=stale \
                 --only ${OLMOE_PF_ONLY:-limit,peer} --json-name olmoe-pf.json ;;
     profile) python3 -c "from tuner.engine import synth; synth.ensure(synth.shape('olmoe'))"
-             PYTHONPATH=.:${PYTHONPATH:-} timeout 120 python3 results/2026-11-30/profile_step.py "$OLMOE" ;;
+             PYTHONPATH=.:${PYTHONPATH:-} timeout 120 python3 lab/profile_step.py "$OLMOE" ;;
   esac
 done

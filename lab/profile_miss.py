@@ -2,7 +2,7 @@
 bf16) at the default 20 % arena with the RAM store, 32 tokens warm, then cProfile of 32
 tokens: which host calls wait (event synchronize: the device is behind) and which work.
 
-    python3 results/2026-12-01/profile_miss.py [KNOB=VALUE ...]
+    python3 lab/profile_miss.py [KNOB=VALUE ...]
 """
 
 import cProfile
