@@ -11,10 +11,10 @@ import sys
 import time
 from dataclasses import replace
 
+from tuner.bench.gpu_suite import knob_values
 from tuner.engine import synth
 from tuner.engine.session import Session
 from tuner.knobs import Config
-from tuner.bench.gpu_suite import knob_values
 
 cfg = replace(Config(model=str(synth.ensure(synth.shape("olmoe"))), expert_store="ram"),
               **knob_values(",".join(sys.argv[1:])))

@@ -30,8 +30,8 @@ from tuner import llamacpp
 from tuner.engine import synth
 from tuner.engine.checkpoint import Checkpoint
 from tuner.engine.decode import Engine
-from tuner.llamacpp.convert import convert
 from tuner.knobs import Config
+from tuner.llamacpp.convert import convert
 from tuner.presets import Preset, Store, shipped_dir
 from tuner.presets.export import llama_cpp_placement, to_llama_cpp
 
