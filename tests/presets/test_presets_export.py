@@ -93,7 +93,7 @@ def test_json_export_is_the_whole_settings(capsys):
     assert main(["presets", "export", "seed000-route", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["knobs"]["moce_bonus"] == 0.85
-    assert doc["settings"] == Store().get("seed000-route").settings().model_dump()
+    assert doc["settings"] == Store().get("seed000-route").settings().model_dump(mode="json")
 
 
 def llama(capsys, *argv) -> tuple[list[str], str]:

@@ -42,6 +42,9 @@ def knob_values(text: str) -> dict:
         knob = BY_NAME.get(name.strip())
         if knob is None:
             raise CommandError(f"--set {name!r} is not a knob")
+        if knob.type is tuple:  # its numbers' commas would split the list of knobs
+            raise CommandError(f"--set {knob.name}: a list of numbers cannot be given here; "
+                               "allowed: switches, numbers and text")
         word = value.strip().lower()
         try:
             out[knob.name] = SWITCH[word] if knob.type is bool else knob.type(value.strip())
