@@ -178,11 +178,10 @@ def _gguf(args: argparse.Namespace) -> int:
 
 def _stats(args: argparse.Namespace) -> int:
     settings = engine_settings(args)  # checked before torch loads
-    from tuner.engine.session import Session
+    from tuner.control.compose import open_session
     from tuner.engine.stats import routing_stats
-    from tuner.settings import to_config
 
-    session = Session(to_config(settings))
+    session = open_session(settings)
     try:
         with progress(f"decoding {args.tokens} tokens", args.tokens,
                       poll=lambda: session.tokens):
