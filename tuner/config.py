@@ -31,7 +31,7 @@ class Config:
     cache_policy: str = "lru"
     expert_cache: int = 0
     arena_split: str = "global"
-    arena_budgets: str = ""
+    arena_budgets: tuple[int, ...] = ()
 
     # -- prefill -------------------------------------------------------------------------------
     prefill: bool = True

@@ -65,10 +65,8 @@ def make(out: Path) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
     from tuner import charts
-    from tuner.control.controller import Controller
-    from tuner.engine.session.session import Session
-    from tuner.presets import Store
-    from tuner.settings import load, to_config
+    from tuner.control.compose import open_controller
+    from tuner.settings import load
     from tuner.web.app import create_app
     from tuner.web.local import serve_in_thread
 
@@ -76,10 +74,8 @@ def make(out: Path) -> list[Path]:
     scratch = Path(tempfile.mkdtemp(prefix="tuner-pictures-"))
     if "TUNER_HOME" not in os.environ:  # presets and the tune's study: not the user's
         os.environ["XDG_CONFIG_HOME"] = str(scratch)
-    settings = load()
-    session = Session(to_config(settings))
-    session.start()
-    controller = Controller(session, settings, Store())
+    controller = open_controller(load())
+    session = controller.session
     written: list[Path] = []
     try:
         _until(lambda: session.tokens >= WARM_TOKENS, 900, f"{WARM_TOKENS} tokens")

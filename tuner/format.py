@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from tuner.knobs import written
 from tuner.vocabulary.counters import COUNTERS, DERIVED, Heading, Shown
 
 MISSING = "-"  # a figure the engine did not measure (nothing scored, no prefetch issued)
@@ -39,10 +40,10 @@ def fixed(value: float | None, spec: str = ".3f") -> str:
 
 def knob_text(value: Any) -> str:
     """A knob's value as the forms show it: a switch on or off, anything else as typed
-    (never a Python repr)."""
+    ("3,3,2" for a tuple knob; never a Python repr)."""
     if isinstance(value, bool):
         return "on" if value else "off"
-    return str(value)
+    return str(written(value))
 
 
 def byte_size(n: float) -> str:

@@ -17,8 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tuner.knobs import budget_list
-
 Settings = Any  # a Config or a Settings object: the same field names
 
 
@@ -80,7 +78,7 @@ def _urgent_readers(cfg):
 
 @_refuse("arena_budgets", "expert_cache")
 def _budgets_sum(cfg):
-    budgets = budget_list(cfg.arena_budgets)
+    budgets = cfg.arena_budgets
     if budgets and cfg.expert_cache and sum(budgets) != cfg.expert_cache:
         return (f"arena_budgets sum to {sum(budgets)} slots but expert_cache is "
                 f"{cfg.expert_cache}: the quotas share the arena, so they must sum to it")

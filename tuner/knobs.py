@@ -26,7 +26,7 @@ GROUPS = ("routing", "prefetch", "cache", "prefill", "io", "tiers", "hardware", 
 class Knob:
     name: str
     env: str
-    type: type  # bool, int, float, str
+    type: type  # bool, int, float, str, or tuple: whole numbers, written as text "3,3,2"
     default: Any
     help: str
     group: str
@@ -51,6 +51,11 @@ class Knob:
     def label(self) -> str:
         """How a message names the knob: its name and its environment variable."""
         return f"{self.name} ({self.env})"
+
+    @property
+    def annotation(self) -> str:
+        """Its type as Config declares it."""
+        return "tuple[int, ...]" if self.type is tuple else self.type.__name__
 
     @property
     def kind(self) -> str:
@@ -87,7 +92,7 @@ class Knob:
             "env": self.env,
             "type": self.type.__name__,
             "kind": self.kind,
-            "default": self.default,
+            "default": written(self.default),
             "min": self.min,
             "max": self.max,
             "off": self.off,
@@ -157,9 +162,10 @@ KNOBS: tuple[Knob, ...] = (
          "global: one arena shared by all layers; layers: each layer has a slot quota "
          "(arena_budgets) and evicts within it", "cache", S000, choices=("global", "layers"),
          search=("global", "layers")),
-    Knob("arena_budgets", "STRATA_ARENA_BUDGETS", str, "",
+    Knob("arena_budgets", "STRATA_ARENA_BUDGETS", tuple, (),
          "slot quota of each layer with arena_split = layers, summing to the arena (empty = "
          "an even split); `tuner budgets` computes them from hit curves", "cache", S000,
+         0, MAX_SLOTS,
          pattern=r"^(\d+(,\d+)*)?$",
          pattern_words="comma-separated slot counts"),
     # prefill
@@ -341,18 +347,20 @@ def lookup(key: str) -> Knob | None:
     return BY_NAME.get(key) or BY_ENV.get(key)
 
 
-def budget_list(text: str) -> list[int] | None:
-    """The quotas of an `arena_budgets` value, or None for an even split."""
-    return [int(t) for t in text.split(",")] if text else None
-
-
 def even_budgets(slots: int, layers: int) -> list[int]:
     """`slots` shared as evenly as whole slots allow, the remainder to the first layers."""
     return [slots // layers + (l < slots % layers) for l in range(layers)]
 
 
+def written(value: Any) -> Any:
+    """A knob's value as plain data (JSON, preset files, env lines, forms): a tuple knob's
+    whole numbers as the text "3,3,2" they are typed as, any other value as it is."""
+    return ",".join(map(str, value)) if isinstance(value, tuple | list) else value
+
+
 def config_dict(cfg: Config) -> dict[str, Any]:
-    return {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+    """The knob values of `cfg` as plain data (`written`): what snapshots and states carry."""
+    return {f.name: written(getattr(cfg, f.name)) for f in fields(cfg)}
 
 
 CONFIG_PATH = Path(__file__).with_name("config.py")
@@ -382,7 +390,7 @@ def config_source() -> str:
             group = k.group
             lines.append(f"\n    # -- {group} " + "-" * (86 - len(group)))
         default = f'"{k.default}"' if k.type is str else repr(k.default)
-        lines.append(f"    {k.name}: {k.type.__name__} = {default}")
+        lines.append(f"    {k.name}: {k.annotation} = {default}")
     return "\n".join(lines) + "\n"
 
 

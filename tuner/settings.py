@@ -8,7 +8,10 @@ Types are strict. Typed inputs (JSON, TOML, Python) must carry the knob's own ty
 number for a number (never a string or true/false), true/false or 0/1 for a switch, text
 for text. Inputs that are text by nature (environment, command line, form fields) are
 parsed by `from_text`, which accepts only the plain spellings: `5`, `0.85`, `1e-3`, and
-`0`/`1`/`true`/`false` for a switch.
+`0`/`1`/`true`/`false` for a switch. A tuple knob (`arena_budgets`) is parsed here, once,
+from its text ("3,3,2", wherever it comes from) or taken as a list of whole numbers; it is
+a tuple of ints from here to the engine, and written back as its text in plain data
+(`model_dump(mode="json")`, preset files, `knobs.written`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     ValidationError,
     create_model,
     model_validator,
@@ -41,6 +45,7 @@ from tuner.knobs import (
     Config,
     Knob,
     lookup,
+    written,
 )
 from tuner.vocabulary.inputs import check as check_path
 from tuner.vocabulary.workload import WorkloadError
@@ -77,7 +82,25 @@ def _path(value: str) -> str:
     return value
 
 
+def _whole_numbers(k: Knob):
+    """A tuple knob's value from its text ("3,3,2"; empty: none) or a list of numbers."""
+    def parse(value: Any) -> Any:
+        if isinstance(value, str):
+            if not re.fullmatch(k.pattern or "", value):
+                raise ValueError(k.allowed())
+            return tuple(int(t) for t in value.split(",")) if value else ()
+        return tuple(value) if isinstance(value, list) else value  # checked as a tuple
+
+    return parse
+
+
 def _annotation(k: Knob) -> Any:
+    if k.type is tuple:
+        text = Annotated[str, Field(pattern=k.pattern)]
+        return Annotated[tuple[Annotated[int, Field(ge=k.min, le=k.max)], ...],
+                         BeforeValidator(_whole_numbers(k),
+                                         json_schema_input_type=text | list[int]),
+                         PlainSerializer(written, return_type=str, when_used="json")]
     if k.path:
         return Annotated[str, AfterValidator(_path)]
     if k.choices:
@@ -94,7 +117,7 @@ def _field_defs() -> dict[str, Any]:
     for k in KNOBS:
         numeric = k.type in (int, float) and k.off is None
         extra = {"ge": k.min, "le": k.max} if numeric else {}
-        if k.pattern:
+        if k.pattern and k.type is str:
             extra["pattern"] = k.pattern
         defs[k.name] = (_annotation(k),
                         Field(k.default, alias=k.env, description=k.help, **extra))
@@ -158,6 +181,8 @@ def _not_allowed(knob: Knob, value: Any, wrong_type: bool = False) -> str:
 def _wrong_type(knob: Knob, value: Any) -> bool:
     """True when the value is of a kind the knob never takes (ints pass as floats and as
     switches, where only their value can be wrong)."""
+    if knob.type is tuple:  # its text, or a list of numbers
+        return not isinstance(value, str | list | tuple)
     if type(value) is int:
         return knob.type is str
     return type(value) is not knob.type
@@ -166,7 +191,7 @@ def _wrong_type(knob: Knob, value: Any) -> bool:
 def from_text(knob: Knob, text: str) -> Any:
     """A knob value typed as text (environment, command line, form field) as its type; the
     range is checked by validation. Raises SettingsError naming the knob."""
-    if knob.type is str:
+    if knob.type in (str, tuple):  # a tuple knob's text is parsed by validation
         return text
     word = text.strip().lower()
     if knob.type is bool and word in _SWITCH_TEXT:
@@ -284,7 +309,9 @@ def apply(current: Settings, changes: Mapping[str, Any]) -> Settings:
 
 
 def non_default(s: Settings) -> dict[str, Any]:
-    return {k: v for k, v in s.model_dump().items() if v != BY_NAME[k].default}
+    """The knobs that differ from their defaults, as plain data (what a preset file holds)."""
+    return {k: v for k, v in s.model_dump(mode="json").items()
+            if v != written(BY_NAME[k].default)}
 
 
 def to_config(s: Settings) -> Config:

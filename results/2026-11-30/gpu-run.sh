@@ -13,7 +13,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target "$HOME/.cac
 nvidia-smi > "$OUT/nvidia-smi.txt"
 python3 -c "import torch, transformers, accelerate; print(torch.__version__, transformers.__version__, accelerate.__version__)"
 OLMOE="$TUNER_HOME/models/olmoe-shape-16x64-bf16"
-SUITE="python3 -m tuner.measure.gpu_suite --out $OUT --tokens 64"
+SUITE="python3 -m tuner.bench.gpu_suite --out $OUT --tokens 64"
 for step in "$@"; do
   echo "== $step"
   case $step in
@@ -30,6 +30,6 @@ for step in "$@"; do
                 --set io_piece_kib=2048,io_workers=16,prefetch=stale \
                 --only ${OLMOE_PF_ONLY:-limit,peer} --json-name olmoe-pf.json ;;
     profile) python3 -c "from tuner.engine import synth; synth.ensure(synth.shape('olmoe'))"
-             PYTHONPATH=.:${PYTHONPATH:-} timeout 120 python3 results/2026-11-30/profile_step.py "$OLMOE" ;;
+             PYTHONPATH=.:${PYTHONPATH:-} timeout 120 python3 lab/profile_step.py "$OLMOE" ;;
   esac
 done

@@ -14,7 +14,7 @@ nvidia-smi > "$OUT/nvidia-smi.txt"
 python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name())"
 suite() {  # name, seconds, gpu_suite arguments...
   local name=$1 secs=$2; shift 2
-  timeout "$secs" python3 -m tuner.measure.gpu_suite --out "$OUT" --json-name "$name.json" "$@" \
+  timeout "$secs" python3 -m tuner.bench.gpu_suite --out "$OUT" --json-name "$name.json" "$@" \
     > "$OUT/$name.txt" 2>&1
   echo "$name rc $?"; cut -c1-400 "$OUT/$name.txt" | tail -12
 }

@@ -20,7 +20,7 @@ TAIL=8 step versions 60 bash -c 'nvidia-smi --query-gpu=driver_version,name --fo
   ls $(python3 -c "import libkvikio, os; print(os.path.dirname(libkvikio.__file__))")/lib64 2>&1;
   ldd $(python3 -c "import libkvikio, os; print(os.path.dirname(libkvikio.__file__))")/lib64/libkvikio.so 2>&1 | grep -i "cud\|not found"'
 for case in import-only kvikio-first torch-first no-compat; do
-  TAIL=3 step "kvikio-$case" 60 python3 results/2026-12-02/kvikio_order.py "$case"
+  TAIL=3 step "kvikio-$case" 60 python3 lab/kvikio_order.py "$case"
 done
 TAIL=3 step pytest-cuda 200 python3 -m pytest -q -x -p no:cacheprovider \
   tests/engine/test_arena.py tests/engine/test_device_step.py tests/engine/test_tiers.py \

@@ -18,10 +18,10 @@ step() {  # name, seconds, command...
 }
 suite() {  # name, seconds, gpu_suite arguments...
   local name=$1 secs=$2; shift 2
-  step "$name" "$secs" python3 -m tuner.measure.gpu_suite --out "$OUT" --json-name "$name.json" "$@"
+  step "$name" "$secs" python3 -m tuner.bench.gpu_suite --out "$OUT" --json-name "$name.json" "$@"
 }
 for case in settings reader; do
-  TAIL=4 step "kvikio-$case" 60 python3 results/2026-12-02/kvikio_order.py "$case"
+  TAIL=4 step "kvikio-$case" 60 python3 lab/kvikio_order.py "$case"
 done
 TAIL=12 step kvikio-run 60 python3 -X faulthandler -m tuner run --tokens 8 --io-reader kvikio
 if command -v gdb > /dev/null; then

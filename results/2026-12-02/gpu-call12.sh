@@ -10,5 +10,5 @@ site=$HOME/.cache/tuner-site
 export PYTHONPATH="$site:$PWD"
 for skip in "" decoder rows "decoder rows" reader; do
   echo "== skip: ${skip:-none}"
-  timeout 60 python3 results/2026-12-02/kvikio_stages.py $skip 2>&1 | grep -v "^  File\|^Extension\|^$" | head -8
+  timeout 60 python3 lab/kvikio_stages.py $skip 2>&1 | grep -v "^  File\|^Extension\|^$" | head -8
 done

@@ -12,10 +12,10 @@ export PYTHONPATH="$site:$PWD"
 show() { grep -v "^  File\|^Extension\|^$" | head -${1:-12}; }
 for skip in "decoder gc" "decoder ctx"; do
   echo "== stages, skip: $skip"
-  timeout 60 python3 results/2026-12-02/kvikio_stages.py $skip 2>&1 | show
+  timeout 60 python3 lab/kvikio_stages.py $skip 2>&1 | show
 done
 echo "== stages, skip: decoder, KVIKIO_NTHREADS=8"
-KVIKIO_NTHREADS=8 timeout 60 python3 results/2026-12-02/kvikio_stages.py decoder 2>&1 | show
+KVIKIO_NTHREADS=8 timeout 60 python3 lab/kvikio_stages.py decoder 2>&1 | show
 echo "== run, KVIKIO_NTHREADS=8"
 KVIKIO_NTHREADS=8 timeout 90 python3 -X faulthandler -m tuner run --tokens 16 --io-reader kvikio 2>&1 | show 6
 echo "== run, gc disabled"

@@ -12,6 +12,6 @@ timeout 240 /usr/local/cuda/bin/cuda-gdb -batch -ex "set pagination off" -ex run
   | grep -v "^\[New Thread\|^\[Thread .* exited\|^warning: " | grep -A12 "SIGSEGV"
 for i in 1 2; do
   echo "== probe into 1 MiB, run $i"
-  timeout 120 python3 results/2026-12-02/kvikio_probe_buffer.py --tokens 64 --io-reader kvikio 2>&1 \
+  timeout 120 python3 lab/kvikio_probe_buffer.py --tokens 64 --io-reader kvikio 2>&1 \
     | grep -v "^  File\|^Extension\|^$\|^prompt\|^output" | head -8
 done

@@ -21,7 +21,7 @@ TAIL=12 step pytest-cuda ${TESTS_S:-200} python3 -m pytest -q -x -p no:cacheprov
   tests/bench/test_bench_sections.py
 step run-demo-ram 90 python3 -m tuner run --tokens 128 --expert-store ram
 step run-demo-disk 90 python3 -m tuner run --tokens 128
-step suite-demo 120 python3 -m tuner.measure.gpu_suite --out "$OUT" --json-name demo.json \
+step suite-demo 120 python3 -m tuner.bench.gpu_suite --out "$OUT" --json-name demo.json \
   --tokens 64 --only prefetch,machinery,limit
-step suite-olmoe ${OLMOE_S:-240} python3 -m tuner.measure.gpu_suite --out "$OUT" \
+step suite-olmoe ${OLMOE_S:-240} python3 -m tuner.bench.gpu_suite --out "$OUT" \
   --json-name olmoe.json --shape olmoe --tokens 64 --only prefetch,limit

@@ -3,7 +3,7 @@
 # the repository root with .whl carried, writing into $OUT: the read section with each
 # reader on the demo model and the OLMoE shape; the demo's `tuner run --tokens 128` with
 # each store; the prefetch, machinery and limit sections on both models (disk store, KvikIO);
-# a layer's experts on the host's cores (results/2026-12-02/cpu_site.py).
+# a layer's experts on the host's cores (lab/cpu_site.py).
 set -u
 export PYTHONUNBUFFERED=1 TUNER_HOME=${TUNER_HOME:-$HOME/.cache/tuner}
 site=$HOME/.cache/tuner-site
@@ -18,7 +18,7 @@ step() {  # name, seconds, command...
 }
 suite() {  # name, seconds, gpu_suite arguments...
   local name=$1 secs=$2; shift 2
-  step "$name" "$secs" python3 -m tuner.measure.gpu_suite --out "$OUT" --json-name "$name.json" "$@"
+  step "$name" "$secs" python3 -m tuner.bench.gpu_suite --out "$OUT" --json-name "$name.json" "$@"
 }
 suite read-demo 90 --tokens 64 --only read
 suite read-olmoe 150 --tokens 64 --only read --shape olmoe
@@ -26,4 +26,4 @@ step run-demo-ram 60 python3 -m tuner run --tokens 128 --expert-store ram
 step run-demo-disk 60 python3 -m tuner run --tokens 128
 suite demo 120 --tokens 64 --only prefetch,machinery,limit
 suite olmoe 200 --tokens 64 --only prefetch,machinery,limit --shape olmoe
-TAIL=5 step cpu-site 60 python3 results/2026-12-02/cpu_site.py 16
+TAIL=5 step cpu-site 60 python3 lab/cpu_site.py 16

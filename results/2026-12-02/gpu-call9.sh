@@ -17,7 +17,7 @@ step() {  # name, seconds, command...
 }
 suite() {  # name, seconds, gpu_suite arguments...
   local name=$1 secs=$2; shift 2
-  step "$name" "$secs" python3 -m tuner.measure.gpu_suite --out "$OUT" --json-name "$name.json" "$@"
+  step "$name" "$secs" python3 -m tuner.bench.gpu_suite --out "$OUT" --json-name "$name.json" "$@"
 }
 TAIL=3 step pytest-cuda 130 python3 -m pytest -q -x -p no:cacheprovider \
   tests/engine/test_arena.py tests/engine/test_device_step.py tests/engine/test_tiers.py \

@@ -46,7 +46,7 @@ for s in ${*:-build suite}; do
         tree=$(readlink -f "${LLAMACPP_CACHE:-$HOME/.cache/tuner/llama.cpp}/current/src")
         export PYTHONPATH=$tree/gguf-py${PYTHONPATH:+:$PYTHONPATH}; }
       python3 -c "import gguf; print('gguf from', gguf.__file__)"
-      timeout "$(left)" python3 -m tuner.measure.gpu_suite --out "$OUT" \
+      timeout "$(left)" python3 -m tuner.bench.gpu_suite --out "$OUT" \
         --json-name llamacpp-olmoe.json --shape olmoe --tokens "${TOKENS:-64}" \
         --only llamacpp ${SET:+--set "$SET"} > "$OUT/llamacpp-olmoe.txt" 2>&1
       echo "suite rc $? at $SECONDS s"; tail -c 1200 "$OUT/llamacpp-olmoe.txt"; echo

@@ -31,7 +31,7 @@ for model in demo olmoe; do
   for reader in ${READERS:-threads kvikio}; do
     name=read-$model-$reader
     echo "== $name $(date +%T)"
-    timeout ${SUITE_S:-240} python3 -m tuner.measure.gpu_suite --out "$OUT" --json-name "$name.json" \
+    timeout ${SUITE_S:-240} python3 -m tuner.bench.gpu_suite --out "$OUT" --json-name "$name.json" \
         --tokens 64 --only read --set io_reader=$reader "${shape[@]}" \
         > "$OUT/$name.txt" 2>&1
     echo "rc $?"

@@ -109,8 +109,9 @@ def test_the_help_lists_the_table(capsys):
         assert f"  {e.value:>3}  " in out and e.meaning.split()[0] in out
 
 
-@pytest.mark.parametrize("argv", [["run", "--tokens", "4"], ["tui"], ["bench", "--only", "read"],
-                                  ["model", "stats"], ["trace", "record", "-o", "x.npz"]])
+@pytest.mark.parametrize("argv", [["run", "--tokens", "4"], ["tui"], ["serve", "--port", "0"],
+                                  ["bench", "--only", "read"], ["model", "stats"],
+                                  ["trace", "record", "-o", "x.npz"]])
 def test_a_missing_model_folder_ends_alike_in_every_command(argv, capsys, tmp_path):
     missing = tmp_path / "no-model"
     assert main([*argv, "--model", str(missing)]) == Exit.USAGE

@@ -21,7 +21,7 @@ def tiny_flags(model) -> list[str]:
 
 @pytest.mark.parametrize("argv, extra, missing", [
     (["tune", "--trials", "1"], "tune", ("optuna", "tqdm", "tuner.tune.run")),
-    (["model", "gguf", "tiny", "x.gguf"], "gguf", ("gguf", "tuner.gguf_export")),
+    (["model", "gguf", "tiny", "x.gguf"], "gguf", ("gguf", "tuner.llamacpp.convert")),
 ])
 def test_a_missing_extra_is_one_line_with_the_install(argv, extra, missing, monkeypatch,
                                                       refuses, tmp_path):

@@ -132,7 +132,7 @@ def test_stall_weights_fill_silent_layers_with_the_mean():
 
 
 def test_live_engine_with_quotas_hits_exactly_what_replay_does(tiny_config):
-    cfg = replace(tiny_config, arena_split="layers", arena_budgets="7,3,4,2")
+    cfg = replace(tiny_config, arena_split="layers", arena_budgets=(7, 3, 4, 2))
     trace, snap = record(cfg, 80)
     r = replay_rows(trace.rows(), trace.layers, "lru", 16, [7, 3, 4, 2])
     assert [row["hits"] for row in snap["layers"]] == r.hits.tolist()
@@ -141,7 +141,7 @@ def test_live_engine_with_quotas_hits_exactly_what_replay_does(tiny_config):
 
 
 @pytest.mark.parametrize("changes", [
-    {"arena_split": "layers"}, {"arena_split": "layers", "arena_budgets": "1,1,1,13"},
+    {"arena_split": "layers"}, {"arena_split": "layers", "arena_budgets": (1, 1, 1, 13)},
     {"arena_split": "layers", "prefetch": "stale", "prefetch_max": 0},
 ])
 def test_quotas_leave_output_bit_identical_at_bonus_zero(tiny_config, run, changes):
@@ -170,26 +170,26 @@ def test_budgets_that_do_not_fit_are_rejected_and_the_engine_keeps_running(tiny_
     s = Session(tiny_config)
     s.start()
     try:
-        v = s.submit(replace(tiny_config, arena_split="layers", arena_budgets="4,4,4"))
+        v = s.submit(replace(tiny_config, arena_split="layers", arena_budgets=(4, 4, 4)))
         assert s.wait_applied(v, 30)
         assert "arena_budgets (STRATA_ARENA_BUDGETS): 3 quotas for a model of 4 layers" \
             in s.rejection(v)
-        v = s.submit(replace(tiny_config, arena_split="layers", arena_budgets="4,4,4,5"))
+        v = s.submit(replace(tiny_config, arena_split="layers", arena_budgets=(4, 4, 4, 5)))
         assert s.wait_applied(v, 30)
         assert "sum to 17 slots but the arena has 16" in s.rejection(v)
         snap = s.snapshot()
         assert snap["arena"]["split"] == "global" and snap["settings"]["arena_budgets"] == ""
-        v = s.submit(replace(tiny_config, arena_split="layers", arena_budgets="4,4,4,4"))
+        v = s.submit(replace(tiny_config, arena_split="layers", arena_budgets=(4, 4, 4, 4)))
         assert s.wait_applied(v, 30) and s.rejection(v) is None
         assert s.snapshot()["arena"]["split"] == "layers"
     finally:
         s.stop()
     with pytest.raises(ValueError, match="3 quotas for a model of 4 layers"):
-        Session(replace(tiny_config, arena_split="layers", arena_budgets="8,4,4"))
+        Session(replace(tiny_config, arena_split="layers", arena_budgets=(8, 4, 4)))
 
 
 def test_the_adaptive_tier_fills_each_layer_up_to_its_quota(tiny_config, run):
     quotas = [7, 3, 4, 2]
     snap = run(replace(tiny_config, cpu_pool=True, adapt_every=4, arena_split="layers",
-                       arena_budgets=",".join(map(str, quotas))), 60)
+                       arena_budgets=tuple(quotas)), 60)
     assert [row["resident"] for row in snap["layers"]] == quotas

@@ -72,7 +72,7 @@ def test_a_full_folder_answers_507(live, monkeypatch):
     def no_space(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("tuner.presets.os.fsync", no_space)
+    monkeypatch.setattr("tuner.presets.store.os.fsync", no_space)
     r = httpx.post(f"{live.url}/api/presets/mine", json={"description": ""})
     assert r.status_code == 507, r.text
     assert "no space left" in r.json()["detail"]

@@ -21,8 +21,8 @@ from tuner.bench.limits import ratio
 from tuner.bench.sections import BY_NAME, Options
 from tuner.engine.weights import synth
 from tuner.engine.weights.checkpoint import Checkpoint
-from tuner.gguf_export import cached
 from tuner.knobs import Config
+from tuner.llamacpp.convert import cached
 
 SAMPLE = Path(__file__).with_name("llama-bench-tg.json")
 LAYER = 805_306_368  # an OLMoE layer's 64 experts of 12.6 MB in bf16

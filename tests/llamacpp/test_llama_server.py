@@ -30,10 +30,10 @@ from tuner import llamacpp
 from tuner.engine.step.decode import Engine
 from tuner.engine.weights import synth
 from tuner.engine.weights.checkpoint import Checkpoint
-from tuner.gguf_export import convert
 from tuner.knobs import Config
+from tuner.llamacpp.convert import convert
 from tuner.presets import Preset, Store, shipped_dir
-from tuner.presets_export import llama_cpp_placement, to_llama_cpp
+from tuner.presets.export import llama_cpp_placement, to_llama_cpp
 
 # a test's first use of a module fixture makes a model, converts it and runs tuner on it:
 # minutes on a busy 2-core machine, beyond the suite's 300 s

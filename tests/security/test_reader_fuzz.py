@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tuner.engine.weights.checkpoint import read_header
 from tuner.errors import TunerError
 from tuner.presets import load_file
-from tuner.presets_export import ImportProblems, import_env
+from tuner.presets.export import ImportProblems, import_env
 from tuner.traces import budgets
 from tuner.traces.importers import import_trace
 from tuner.vocabulary import trace_format

@@ -15,4 +15,4 @@ def test_config_py_is_the_knob_table():
 
 def test_config_has_one_typed_field_per_knob_with_its_default():
     assert [(f.name, f.type, f.default) for f in fields(Config)] == [
-        (k.name, k.type.__name__, k.default) for k in KNOBS]
+        (k.name, k.annotation, k.default) for k in KNOBS]

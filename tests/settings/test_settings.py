@@ -27,6 +27,19 @@ def test_defaults_validate_and_match_config():
     assert config_dict(settings.to_config(settings.defaults())) == config_dict(Config())
 
 
+def test_arena_budgets_are_parsed_once_into_whole_numbers(monkeypatch):
+    """Text from the environment, a flag or a form, or a list from JSON: a tuple of ints in
+    the settings and in the engine's Config; its text again wherever it is plain data."""
+    monkeypatch.setenv("STRATA_ARENA_BUDGETS", "8,6,2")
+    s = settings.load(cli={"expert_cache": "16"})
+    assert s.arena_budgets == (8, 6, 2) == settings.to_config(s).arena_budgets
+    assert settings.apply(s, {"arena_budgets": [4, 4, 4, 4]}).arena_budgets == (4, 4, 4, 4)
+    assert settings.apply(s, settings.from_texts({"arena_budgets": ""})).arena_budgets == ()
+    assert s.model_dump(mode="json")["arena_budgets"] == "8,6,2"
+    assert config_dict(settings.to_config(s))["arena_budgets"] == "8,6,2"
+    assert settings.non_default(s) == {"expert_cache": 16, "arena_budgets": "8,6,2"}
+
+
 def test_precedence_preset_env_cli(monkeypatch):
     preset = {"moce_bonus": 0.1, "decode_2q": True, "prefetch_max": 5}
     monkeypatch.setenv("STRATA_METAL_MOCE_BONUS", "0.2")
@@ -45,6 +58,8 @@ def test_precedence_preset_env_cli(monkeypatch):
     ({"io_urgent": 8}, "settings", "io_urgent (8) must be less than io_workers (8)"),
     ({"arena_split": "per-layer"}, "arena_split", "one of global, layers"),
     ({"arena_budgets": "4, x"}, "arena_budgets", "comma-separated slot counts"),
+    ({"arena_budgets": [4, -1]}, "arena_budgets", "comma-separated slot counts"),
+    ({"arena_budgets": 4}, "arena_budgets", "slot counts, not a whole number"),
     ({"arena_budgets": "8,9", "expert_cache": 16}, "settings",
      "arena_budgets sum to 17 slots but expert_cache is 16"),
 ])
@@ -104,6 +119,15 @@ def test_preset_round_trip(tuner_home):
     assert back.knobs == {"moce_bonus": 0.85, "cache_policy": "2q", "prefetch": "stale"}
     assert back.meta["description"] == "a test" and back.meta["engine_version"]
     assert not list(store.user.glob("*.tmp"))
+
+
+def test_a_preset_keeps_budgets_as_their_text(tuner_home):
+    s = settings.apply(settings.defaults(), {"expert_cache": 16, "arena_split": "layers",
+                                             "arena_budgets": (10, 6)})
+    saved = Store().save("split", s)
+    assert 'arena_budgets = "10,6"' in saved.path.read_text()
+    back = Store().get("split")
+    assert back.knobs["arena_budgets"] == "10,6" and back.settings() == s
 
 
 @pytest.mark.parametrize("name", ["../x", "a/b", "..", ".hidden", "", "x" * 65, "a..b"])

@@ -20,12 +20,12 @@ from textual._wait import SLEEP_GRANULARITY, wait_for_idle
 from textual.css.query import NoMatches
 
 from tuner.control.api import Backend
+from tuner.control.compose import open_controller
 from tuner.control.controller import Controller
 from tuner.control.embedded import EmbeddedBackend
 from tuner.control.remote import RemoteBackend
-from tuner.engine.session.session import Session
 from tuner.presets import Store
-from tuner.settings import load, to_config
+from tuner.settings import load
 from tuner.web.app import create_app as create_web_app
 from tuner.web.local import serve_in_thread
 
@@ -55,8 +55,7 @@ def short_idle_wait(monkeypatch) -> None:
 
 
 def make_controller(overrides: dict[str, Any], store: Store | None = None) -> Controller:
-    settings = load(cli=overrides)
-    return Controller(Session(to_config(settings)), settings, store or Store())
+    return open_controller(load(cli=overrides), store, start=False)
 
 
 @pytest.fixture

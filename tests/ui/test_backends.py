@@ -194,7 +194,7 @@ async def test_window_budgets_are_applied(kind, request, controller):
         out = await backend.window_budgets("hits", apply=True)
         assert out["version"] == controller.version and sum(out["quotas"]) == 16
         assert controller.settings.arena_split == "layers"
-        assert controller.settings.arena_budgets == ",".join(map(str, out["quotas"]))
+        assert controller.settings.arena_budgets == tuple(out["quotas"])
         snap = await until(lambda: (s := backend.latest()) and
                            s["settings_version"] == out["version"] and s)
         assert [row["quota"] for row in snap["layers"]] == out["quotas"]

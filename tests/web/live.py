@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 
+from tuner.control.compose import open_controller
 from tuner.control.controller import Controller
-from tuner.engine.session.session import Session
-from tuner.presets import Store
-from tuner.settings import load, to_config
+from tuner.engine.session import Session
+from tuner.settings import load
 from tuner.web.app import create_app
 from tuner.web.local import listening_socket, serve_in_thread
 
@@ -49,8 +49,5 @@ def serve(controller: Controller, token: str | None = None, send_buffer: int | N
 
 
 def start_controller(overrides: dict) -> Controller:
-    settings = load(cli=overrides)
-    session = Session(to_config(settings))
-    session.start()
-    return Controller(session, settings, Store())
+    return open_controller(load(cli=overrides))
 

@@ -46,6 +46,13 @@ def test_a_rejected_field_comes_back_with_the_message_and_the_old_value(live):
                       headers=live.page_headers).status_code == 404
 
 
+def test_a_field_of_numbers_comes_back_as_the_text_it_was_typed_as(live):
+    r = httpx.post(f"{live.url}/ui/knobs/arena_budgets", data={"value": "7,3,4,2"},
+                   headers=live.page_headers)
+    assert 'value="7,3,4,2"' in r.text and "error" not in r.text
+    assert live.controller.settings.arena_budgets == (7, 3, 4, 2)
+
+
 def test_page_and_fragments_need_the_token_but_assets_do_not(controller):
     for live in serve(controller, token="pg"):
         assert httpx.get(f"{live.url}/").status_code == 401

@@ -33,7 +33,7 @@ def test_round_trip_gives_back_exactly_the_same_settings(live):
         "prefetch_max": (5, 2)}
 
     applied = httpx.post(f"{api}/mine/apply").json()
-    assert applied["settings"] == saved_settings.model_dump()
+    assert applied["settings"] == saved_settings.model_dump(mode="json")
     assert live.controller.settings == saved_settings
     assert live.session.applied_version == applied["version"]
     assert Store().get("mine").settings() == saved_settings

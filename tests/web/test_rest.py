@@ -110,7 +110,7 @@ def test_snapshot_is_the_session_snapshot(live):
     snap = httpx.get(f"{live.url}/api/snapshot").json()
     assert snap["schema"] == 1
     assert len(snap["layers"]) == snap["model"]["layers"] == 4
-    assert snap["settings"] == live.controller.settings.model_dump()
+    assert snap["settings"] == live.controller.settings.model_dump(mode="json")
 
 
 def test_metrics_has_every_counter_per_layer(live):
@@ -210,5 +210,4 @@ def test_budgets_from_the_window(live):
     r = httpx.post(f"{live.url}/ui/budgets", headers=live.page_headers, data={"weights": "hits"})
     assert r.status_code == 200 and "settings v" in r.text and "with these quotas" in r.text
     settings = live.controller.settings
-    assert settings.arena_split == "layers" and sum(map(int, settings.arena_budgets.split(
-        ","))) == 16
+    assert settings.arena_split == "layers" and sum(settings.arena_budgets) == 16

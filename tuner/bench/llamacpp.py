@@ -1,7 +1,7 @@
 """llama.cpp beside the engine on the same model and machine.
 
 llama-bench's token generation (`-p 0 -n N -r R -fa 0 -ngl 99 -o json`) on the model's GGUF
-(written once into tuner's cache by tuner.gguf_export), three ways: every weight on the GPU;
+(written once into tuner's cache by tuner.llamacpp.convert), three ways: every weight on the GPU;
 `-ncmoe M` for each expert store, the experts of the first M layers kept and computed on
 the CPU, M chosen so that the experts left on the GPU take the bytes the engine's arena
 holds there with that store (Arena.device_bytes: slots, bypass rows, landing sets), the
@@ -167,7 +167,7 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
     if binary is None:
         return {"skipped": why}
     try:
-        from tuner.gguf_export import cached
+        from tuner.llamacpp.convert import cached
     except ModuleNotFoundError as err:
         return {"skipped": f"{err.name} is missing: the GGUF is written with the gguf "
                            "package (pip install 'tuner[gguf]')"}

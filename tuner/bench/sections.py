@@ -1,5 +1,5 @@
 """Every benchmark section, declared once: `tuner bench --only`, the GPU suite
-(tuner.measure.gpu_suite) and the docs' table of sections read this table.
+(tuner.bench.gpu_suite) and the docs' table of sections read this table.
 
 A section is a module with `measure(cfg, tokens, opts) -> dict` (the figures, plain data;
 a section that cannot run here returns {"skipped": why}) and `text(result) -> str` (the

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import CommandError, Exit
-from tuner.knobs import GROUPS, INPUT_KNOBS, knob_flag
+from tuner.knobs import GROUPS, INPUT_KNOBS, knob_flag, written
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -33,9 +33,9 @@ def add_knob_flags(p: argparse.ArgumentParser) -> None:
     for group in GROUPS:
         g = p.add_argument_group(f"{group} knobs")
         for k in (k for k in INPUT_KNOBS if k.group == group):
-            text = f"{k.help} [{k.allowed()}; default {k.default!r}; env {k.env}]"
+            text = f"{k.help} [{k.allowed()}; default {written(k.default)!r}; env {k.env}]"
             g.add_argument(knob_flag(k.name), dest=f"knob_{k.name}",
-                           metavar=k.type.__name__.upper(),
+                           metavar="N,N,..." if k.type is tuple else k.type.__name__.upper(),
                            help=text.replace("%", "%%"))  # argparse formats help with %
 
 

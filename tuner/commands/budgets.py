@@ -32,7 +32,7 @@ def register(p: argparse.ArgumentParser) -> None:
 def preset_knobs(out: dict) -> dict:
     """The knobs that run an arena with these quotas."""
     return {"expert_cache": out["slots"], "arena_split": "layers",
-            "arena_budgets": ",".join(str(q) for q in out["quotas"])}
+            "arena_budgets": tuple(out["quotas"])}
 
 
 def main(args: argparse.Namespace) -> int:

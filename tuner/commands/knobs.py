@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tuner.commands.args import print_json
-from tuner.knobs import ALIASES, KNOBS
+from tuner.knobs import ALIASES, KNOBS, written
 
 HEADER = ("group", "knob", "env", "default", "allowed", "unit", "class", "tune searches",
           "what it does")
@@ -13,7 +13,7 @@ HEADER = ("group", "knob", "env", "default", "allowed", "unit", "class", "tune s
 
 def rows() -> list[tuple[str, ...]]:
     """One row per knob, the columns of HEADER."""
-    return [(k.group, k.name, k.env, repr(int(k.default) if k.type is bool else k.default),
+    return [(k.group, k.name, k.env, repr(int(k.default) if k.type is bool else written(k.default)),
              k.allowed(), k.unit or "-", "restart" if k.restart else "live",
              _searched(k), k.help)
             for k in KNOBS]

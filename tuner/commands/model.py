@@ -159,7 +159,7 @@ def _gguf(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.force:
         raise CommandError(f"{args.out} already exists (use --force to replace it)")
     with extra("gguf"):
-        from tuner.gguf_export import convert
+        from tuner.llamacpp.convert import convert
 
     logging.getLogger("gguf").setLevel(logging.WARNING)  # its writer logs each step
     folder, recipe = Path(args.model), MADE.get(args.model)
@@ -178,11 +178,10 @@ def _gguf(args: argparse.Namespace) -> int:
 
 def _stats(args: argparse.Namespace) -> int:
     settings = engine_settings(args)  # checked before torch loads
-    from tuner.engine.session.session import Session
-    from tuner.settings import to_config
+    from tuner.control.compose import open_session
     from tuner.vocabulary.stats import routing_stats
 
-    session = Session(to_config(settings))
+    session = open_session(settings)
     try:
         with progress(f"decoding {args.tokens} tokens", args.tokens,
                       poll=lambda: session.tokens):

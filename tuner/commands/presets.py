@@ -120,7 +120,7 @@ def save(args: argparse.Namespace) -> int:
 
 
 def export_preset(args: argparse.Namespace) -> int:
-    from tuner.presets_export import export
+    from tuner.presets.export import export
 
     text = export(Store().get(args.name), args.format, args.model, args.target)
     if args.out:
@@ -132,7 +132,7 @@ def export_preset(args: argparse.Namespace) -> int:
 
 
 def import_preset(args: argparse.Namespace) -> int:
-    from tuner.presets_export import import_env, import_file
+    from tuner.presets.export import import_env, import_file
 
     preset = import_file(Store(), args.file, args.name, args.description, args.overwrite)
     read = import_env(inputs.read_text(args.file, inputs.ENV_FILE), str(args.file))

@@ -24,14 +24,10 @@ def main(args: argparse.Namespace) -> int:
     if args.tokens < 1:
         raise CommandError("--tokens must be at least 1")
     settings = engine_settings(args)  # checked before torch loads
+    from tuner.control.compose import open_session
     from tuner.engine.session.opening import unknown_words_note
-    from tuner.engine.session.session import Session
-    from tuner.settings import to_config
 
-    try:
-        session = Session(to_config(settings), prompt_ids=args.prompt_ids, prompt=args.prompt)
-    except ValueError as err:
-        raise CommandError(str(err)) from None
+    session = open_session(settings, prompt_ids=args.prompt_ids, prompt=args.prompt)
     if session.unknown_words:
         print(f"tuner run: warning: {unknown_words_note(session.tokenizer, session.unknown_words)}",
               file=sys.stderr)

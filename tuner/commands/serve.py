@@ -107,22 +107,15 @@ def serve(args: argparse.Namespace, settings: Settings, sock: socket.socket) -> 
     make_demo_model(args.command, settings)
     import uvicorn
 
-    from tuner.control.controller import Controller
-    from tuner.engine.session.session import Session
-    from tuner.presets import Store
-    from tuner.settings import to_config
+    from tuner.control.compose import open_controller
     from tuner.web.app import create_app
     from tuner.web.local import server_config
 
-    session = Session(to_config(settings))  # a bad model folder: its one line, printed
-    session.start()
-    store = Store()
-    store.clean()
-    controller = Controller(session, settings, store)
+    controller = open_controller(settings)
     try:
         app = create_app(controller, args.token, allowed_hosts=tuple(args.allowed_host))
         host = f"[{args.host}]" if ":" in args.host else args.host
-        print(f"tuner: serving {session.ckpt.name} at http://{host}:{sock.getsockname()[1]}/"
+        print(f"tuner: serving {controller.session.ckpt.name} at http://{host}:{sock.getsockname()[1]}/"
               + (" (token required)" if args.token else ""), flush=True)
         server = uvicorn.Server(server_config(app))
         server.run(sockets=[sock])

@@ -61,21 +61,11 @@ def _connected(args: argparse.Namespace) -> int:
 
 def _embedded(args: argparse.Namespace) -> int:
     settings = engine_settings(args)  # checked before torch loads
-    from tuner.control.controller import Controller
+    from tuner.control.compose import open_controller
     from tuner.control.embedded import EmbeddedBackend
-    from tuner.engine.session.session import Session
-    from tuner.presets import Store
-    from tuner.settings import to_config
     from tuner.ui.app import create_app
 
-    try:
-        session = Session(to_config(settings))
-    except (OSError, ValueError) as err:  # a missing or unreadable model folder
-        raise CommandError(str(err)) from None
-    session.start()
-    store = Store()
-    store.clean()
-    controller = Controller(session, settings, store)
+    controller = open_controller(settings)
     try:
         return _run(create_app(EmbeddedBackend(controller), refresh_hz=args.refresh_hz))
     finally:

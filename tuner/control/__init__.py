@@ -8,6 +8,7 @@ ab, tune    those jobs
 api         the operations, each declared once as a `Backend` method with its REST route
 embedded    a Backend over a Controller in this process
 remote      a Backend over a `tuner serve` elsewhere (REST and the snapshot websocket)
+compose     settings -> session -> Controller, built in one place (serve, tui, run, ...)
 
 Importing models, errors, api or remote loads no engine (torch): the terminal UI
 connected to a server needs none.

@@ -152,8 +152,8 @@ class Controller:
         except BudgetError as err:
             raise SettingsError({"arena_budgets": str(err)}) from None
         if apply:
-            out["version"] = self.change({"arena_split": "layers", "arena_budgets": ",".join(
-                str(q) for q in out["quotas"])}).version
+            out["version"] = self.change({"arena_split": "layers",
+                                          "arena_budgets": tuple(out["quotas"])}).version
         return out
 
     def presets(self) -> list[dict[str, Any]]:

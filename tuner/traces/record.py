@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from tuner import __version__
-from tuner.engine.session.session import Session
+from tuner.engine.session import Session
 from tuner.engine.step.route_log import RouteLog
-from tuner.knobs import BY_NAME, Config, config_dict
+from tuner.knobs import BY_NAME, Config, config_dict, written
 from tuner.vocabulary.trace_format import Trace
 
 
@@ -32,7 +32,8 @@ def record(cfg: Config, tokens: int, logits: bool = False) -> tuple[Trace, dict]
         "num_experts": mc.num_experts,
         "expert_bytes": session.ckpt.expert_bytes,
         "source": f"tuner {__version__} trace record",
-        "settings": {k: v for k, v in config_dict(cfg).items() if v != BY_NAME[k].default},
+        "settings": {k: v for k, v in config_dict(cfg).items()
+                     if v != written(BY_NAME[k].default)},
         "arena_slots": eng.slots.n,
         "policy": eng.slots.policy.name,
         "sequence_starts": log.starts,

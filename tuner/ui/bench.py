@@ -33,11 +33,12 @@ from typing import Any
 
 from tuner.bench.sections import Options
 from tuner.config import Config
+from tuner.control.compose import open_controller
 from tuner.control.controller import Controller
 from tuner.control.embedded import EmbeddedBackend
 from tuner.engine.session.session import Session
 from tuner.knobs import config_dict
-from tuner.settings import Settings, to_config, validate
+from tuner.settings import Settings, validate
 from tuner.ui import DEFAULT_REFRESH_HZ
 from tuner.ui.bench_client import SinkDriver, attach
 from tuner.web.app import create_app as create_web_app
@@ -153,12 +154,11 @@ def measure_ui_overhead(settings: Settings, tokens: int = 160, rounds: int = 4,
         raise ValueError(f"modes must be some of {', '.join(MODES)}, got {list(modes)}")
     if tokens < 1 or rounds < 1:
         raise ValueError(f"tokens and rounds must be >= 1, got {tokens} and {rounds}")
-    cfg = to_config(settings)
     model: dict[str, Any] = {}
 
     def phase(mode: str | None, screen: str = "") -> Phase:
-        session = Session(cfg)  # built on this thread, as `tuner serve` and `tuner tui` do
-        controller = Controller(session, settings)
+        controller = open_controller(settings, start=False)  # as `tuner serve` builds it
+        session = controller.session
         model.update(model=session.ckpt.name, layers=session.ckpt.config.num_layers)
         try:
             if mode == "embedded":

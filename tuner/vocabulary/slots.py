@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import NamedTuple, cast
 
 from tuner.errors import TunerError
-from tuner.knobs import BY_NAME, budget_list, even_budgets
+from tuner.knobs import BY_NAME, even_budgets
 from tuner.vocabulary.policies import POLICIES
 
 FREE, RESIDENT, SPEC, LIMBO = "free", "resident", "spec", "limbo"
@@ -62,11 +62,13 @@ def check_quotas(quotas: list[int], layers: int, slots: int, where: str) -> None
                          f"{slots}; they share the arena, so they must sum to it")
 
 
-def quotas_for(split: str, budgets: str, layers: int, slots: int) -> list[int] | None:
-    """The quotas the `arena_split` and `arena_budgets` knobs give an arena, or None."""
+def quotas_for(split: str, budgets: tuple[int, ...], layers: int,
+               slots: int) -> list[int] | None:
+    """The quotas the `arena_split` and `arena_budgets` knobs give an arena, or None
+    (`budgets` empty: an even split)."""
     if split != "layers":
         return None
-    quotas = budget_list(budgets) or even_budgets(slots, layers)
+    quotas = list(budgets) or even_budgets(slots, layers)
     check_quotas(quotas, layers, slots, BY_NAME["arena_budgets"].label)
     return quotas
 

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from fastapi import FastAPI
 
 from tuner.bench.sections import Options
-from tuner.control.controller import Controller
-from tuner.engine.session.session import Session
+from tuner.control.compose import open_controller
+from tuner.engine.session import Session
 from tuner.knobs import Config, config_dict
 from tuner.settings import validate
 from tuner.web.app import create_app
@@ -63,9 +63,8 @@ def telemetry(cfg: Config, seconds: float = 5.0, clients: int = 10, rate: float 
     own work per frame (snapshots, encoding, sending, and the clients reading, which run
     in this process too), a figure another process's load disturbs far less than a rate
     of tokens."""
-    session = Session(cfg)
-    session.start()
-    controller = Controller(session, validate(config_dict(cfg)))
+    controller = open_controller(validate(config_dict(cfg)))
+    session = controller.session
     bare, watched, frames, errors = [], [], [], []
     app = create_app(controller)
     try:

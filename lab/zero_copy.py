@@ -5,7 +5,7 @@ in pinned host memory, and a pinned copy of the same bytes followed by the kerne
 
 OLMoE's expert shape (D 2048, I 1024, bf16: 12.6 MB), 1 and 8 experts a call, 64 rows.
 
-    python3 results/2026-12-02/zero_copy.py
+    python3 lab/zero_copy.py
 """
 
 import json

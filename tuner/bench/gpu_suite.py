@@ -1,6 +1,6 @@
 """The benchmark suite of a GPU machine in one call, written as JSON.
 
-    python -m tuner.measure.gpu_suite --out results/DATE [--model PATH]
+    python -m tuner.bench.gpu_suite --out results/DATE [--model PATH]
 
 Needs only torch, numpy and safetensors (the engine's own dependencies; peer also needs
 transformers and accelerate, llamacpp the gguf package and a llama-bench build), so it runs
@@ -42,6 +42,9 @@ def knob_values(text: str) -> dict:
         knob = BY_NAME.get(name.strip())
         if knob is None:
             raise CommandError(f"--set {name!r} is not a knob")
+        if knob.type is tuple:  # its numbers' commas would split the list of knobs
+            raise CommandError(f"--set {knob.name}: a list of numbers cannot be given here; "
+                               "allowed: switches, numbers and text")
         word = value.strip().lower()
         try:
             out[knob.name] = SWITCH[word] if knob.type is bool else knob.type(value.strip())

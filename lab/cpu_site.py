@@ -8,7 +8,7 @@ memory (each layer takes 8 other experts, so no cache holds them). Ways:
   bf16    each expert computed in bf16 from its row (float32 accumulation in the kernel)
 Prints ms per layer of each way and of the floor (8 experts' bytes over a plain copy).
 
-    python3 results/2026-12-02/cpu_site.py [threads]
+    python3 lab/cpu_site.py [threads]
 """
 
 import sys

@@ -16,7 +16,7 @@ from safetensors import safe_open
 from tuner.cli import main
 from tuner.engine.weights import synth
 from tuner.engine.weights.checkpoint import Checkpoint
-from tuner.gguf_export import WORD, GGUFError, convert
+from tuner.llamacpp.convert import WORD, GGUFError, convert
 
 F32, BF16 = gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.BF16
 # the tiny model in each architecture tuner's engine runs (Qwen2-MoE with its shared expert)

@@ -11,7 +11,7 @@ import pytest
 from tuner import settings
 from tuner.cli import main
 from tuner.presets import Preset, PresetError, Store, shipped_dir
-from tuner.presets_export import EXPS, ImportProblems, import_env, import_file, to_env
+from tuner.presets.export import EXPS, ImportProblems, import_env, import_file, to_env
 
 SHIPPED = sorted(p.stem for p in shipped_dir().glob("*.toml"))
 
@@ -93,7 +93,7 @@ def test_json_export_is_the_whole_settings(capsys):
     assert main(["presets", "export", "seed000-route", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["knobs"]["moce_bonus"] == 0.85
-    assert doc["settings"] == Store().get("seed000-route").settings().model_dump()
+    assert doc["settings"] == Store().get("seed000-route").settings().model_dump(mode="json")
 
 
 def llama(capsys, *argv) -> tuple[list[str], str]:

@@ -2,7 +2,7 @@
 bf16) at the default 20 % arena with the RAM store, 32 tokens warm, then cProfile of 32
 tokens: which host calls wait (event synchronize: the device is behind) and which work.
 
-    python3 results/2026-12-01/profile_miss.py [KNOB=VALUE ...]
+    python3 lab/profile_miss.py [KNOB=VALUE ...]
 """
 
 import cProfile
@@ -11,10 +11,10 @@ import sys
 import time
 from dataclasses import replace
 
-from tuner.engine.session.session import Session
+from tuner.bench.gpu_suite import knob_values
+from tuner.engine.session import Session
 from tuner.engine.weights import synth
 from tuner.knobs import Config
-from tuner.measure.gpu_suite import knob_values
 
 cfg = replace(Config(model=str(synth.ensure(synth.shape("olmoe"))), expert_store="ram"),
               **knob_values(",".join(sys.argv[1:])))

@@ -2,7 +2,7 @@
 router, table lookup, experts) and the logits (DeviceStep.logits) timed apart from the
 host's bookkeeping after each layer, against the fully resident model on the same greedy
 tokens, three rounds. Run from the
-repository root: PYTHONPATH=. python results/2026-12-02/machinery_split.py"""
+repository root: PYTHONPATH=. python lab/machinery_split.py"""
 
 import time
 from dataclasses import replace

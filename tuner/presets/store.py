@@ -1,4 +1,4 @@
-"""Tuning presets: partial settings documents in TOML, with metadata.
+"""Preset files: partial settings documents in TOML, with metadata.
 
     [preset]
     name = "seed000-route"
@@ -94,7 +94,7 @@ class Preset:
 
 
 def shipped_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "presets"
+    return Path(__file__).resolve().parents[2] / "presets"
 
 
 def user_dir() -> Path:
@@ -293,7 +293,7 @@ def resolve(ref: str, store: Store | None = None) -> Preset:
 
 
 def knob_diff(a: Settings, b: Settings) -> list[dict[str, Any]]:
-    """Rows of knobs whose values differ, in knob-table order."""
-    da, db = a.model_dump(), b.model_dump()
+    """Rows of knobs whose values differ, in knob-table order, as plain data."""
+    da, db = a.model_dump(mode="json"), b.model_dump(mode="json")
     return [{"knob": k, "env": BY_NAME[k].env, "a": da[k], "b": db[k]}
             for k in BY_NAME if da[k] != db[k]]

@@ -1,6 +1,6 @@
 """The RAM store on the CPU with misses read in place against copied in first: the demo
 model at the default settings, 64 tokens warm, then 64 timed, one session each. Run from
-the repository root: PYTHONPATH=. python results/2026-12-02/cpu_ram_direct.py"""
+the repository root: PYTHONPATH=. python lab/cpu_ram_direct.py"""
 
 from dataclasses import replace
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.errors import TunerError
-from tuner.knobs import INPUT_KNOBS, KNOBS, Knob
+from tuner.knobs import INPUT_KNOBS, KNOBS, Knob, written
 from tuner.llamacpp import EXPS
-from tuner.presets import Preset, PresetError, Store, check_name
+from tuner.presets.store import Preset, PresetError, Store, check_name
 from tuner.settings import Settings, SettingsError, env_values, validate
 from tuner.vocabulary import inputs, recipes
 from tuner.vocabulary.model_config import ModelConfig
@@ -60,7 +60,7 @@ class ImportProblems(TunerError, ValueError):
 def env_value(knob: Knob, value) -> str:
     if knob.type is bool:
         return "1" if value else "0"
-    text = repr(value) if knob.type is float else str(value)
+    text = repr(value) if knob.type is float else str(written(value))
     if not PLAIN_VALUE.match(text):
         raise PresetError(knob.name, f"{knob.env} = {text!r} holds a space, quote, '\\', '$', "
                           "'`', '#' or ';', which an env file line cannot carry unquoted")
@@ -73,7 +73,7 @@ def to_env(preset: Preset) -> str:
 
 
 def to_json(preset: Preset) -> str:
-    doc = {**preset.as_dict(), "settings": preset.settings().model_dump()}
+    doc = {**preset.as_dict(), "settings": preset.settings().model_dump(mode="json")}
     return json.dumps(doc, indent=1) + "\n"
 
 

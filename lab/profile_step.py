@@ -1,7 +1,7 @@
 """Where a token's host time goes on the GPU machine: cProfile of the engine (every lookup a
 hit) and of the fully resident path, on one model, after a warm-up.
 
-    python3 results/2026-11-30/profile_step.py MODEL_FOLDER
+    python3 lab/profile_step.py MODEL_FOLDER
 """
 
 import cProfile
