@@ -12,7 +12,7 @@ import time
 from dataclasses import replace
 
 from tuner.bench.gpu_suite import knob_values
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
 from tuner.engine.weights import synth
 from tuner.knobs import Config
 

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from tuner.control.compose import open_controller
 from tuner.control.controller import Controller
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
 from tuner.settings import load
 from tuner.web.app import create_app
 from tuner.web.local import listening_socket, serve_in_thread

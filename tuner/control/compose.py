@@ -13,7 +13,7 @@ own and report failures as their runs' results.
 from __future__ import annotations
 
 from tuner.control.controller import Controller
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
 from tuner.errors import TunerError
 from tuner.presets import Store
 from tuner.settings import Settings, to_config

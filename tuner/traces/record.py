@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tuner import __version__
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
 from tuner.engine.step.route_log import RouteLog
 from tuner.knobs import BY_NAME, Config, config_dict, written
 from tuner.vocabulary.trace_format import Trace

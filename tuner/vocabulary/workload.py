@@ -102,8 +102,10 @@ def _conversation(line: bytes) -> tuple[Turn, ...]:
 
 
 def _key(name: str) -> str:
-    """A key as an error names it: as it is, or quoted and cut when long or not Unicode."""
-    return name if len(name) <= 40 and _unicode(name) else inputs.brief(name, 40)
+    """A key as an error names it: as it is, or quoted and cut when long, not Unicode or
+    not printable (a newline in a key would split the one-line error)."""
+    plain = len(name) <= 40 and _unicode(name) and name.isprintable()
+    return name if plain else inputs.brief(name, 40)
 
 
 def _unicode(text: str) -> bool:

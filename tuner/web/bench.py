@@ -14,7 +14,7 @@ from fastapi import FastAPI
 
 from tuner.bench.sections import Options
 from tuner.control.compose import open_controller
-from tuner.engine.session import Session
+from tuner.engine.session.session import Session
 from tuner.knobs import Config, config_dict
 from tuner.settings import validate
 from tuner.web.app import create_app

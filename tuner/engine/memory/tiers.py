@@ -61,7 +61,7 @@ class Sites:
         self.link_batch = torch.empty_like(arena.experts.batch)
         # beside a GPU the CPU site computes in the experts' own dtype on every core (in
         # float32 a layer of OLMoE's bf16 experts took 14x its bytes' time, in bf16 1.04x:
-        # results/2026-12-02/cpu_site.py); alone, as the CPU computes the rest (bit for bit)
+        # lab/cpu_site.py); alone, as the CPU computes the rest (bit for bit)
         stored = arena.layout.parts[0].dtype
         self.cpu_dtype = stored if self.cuda and arena.layout.quant is None \
             and stored != host.dtype else host.dtype
