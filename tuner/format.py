@@ -31,6 +31,14 @@ def figure(value: float | None, unit: str = "") -> str:
     return f"{value:,.3g}" if abs(value) < 1 else f"{value:,.2f}"
 
 
+def repeated_figure(value: float | list[float | None] | None, unit: str = "") -> str:
+    """An A/B arm's counter: one figure where its runs agree, else each run's ("-" where a
+    run measured none)."""
+    if isinstance(value, list):
+        return " / ".join(figure(v, unit) for v in value)
+    return figure(value, unit)
+
+
 def fixed(value: float | None, spec: str = ".3f") -> str:
     """A number in a fixed format (`spec`, as format() takes it) for tables of figures that
     line up; "-" where there is none."""

@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
+from tuner.control.answers import ABResult, ABRun, ABStatus
 from tuner.control.models import ABRequest
 from tuner.control.slot import JobSlot
 from tuner.measure.compare import schedule
@@ -24,8 +25,8 @@ class ABJob(ABRequest):
     kind: ClassVar[str] = "an A/B"
     total_runs: int
     state: Literal["running", "done", "failed"] = "running"
-    runs: list[dict[str, Any]] = []
-    result: dict[str, Any] | None = None
+    runs: list[ABRun] = []
+    result: ABResult | None = None
     error: str | None = None
 
     @property
@@ -36,8 +37,9 @@ class ABJob(ABRequest):
     def busy(self) -> bool:
         return self.state == "running"
 
-    def as_dict(self) -> dict[str, Any]:
-        return self.model_dump()
+    def status(self) -> ABStatus:
+        """The job as the API answers it: a copy, which a run ending cannot change."""
+        return cast(ABStatus, self.model_dump())  # its keys: tests/control/test_answers.py
 
 
 class ABRunner:
@@ -73,7 +75,8 @@ class ABRunner:
         from tuner.measure.ab import run_ab
 
         try:
-            result = run_ab(sa, sb, job, progress=lambda i, n, run: job.runs.append(run))
+            result = run_ab(sa, sb, job,
+                            progress=lambda i, n, run: job.runs.append(cast(ABRun, run)))
             end: dict[str, Any] = {"result": result, "state": "done"}
         except Exception as err:  # the job reports it; the live session carries on
             log.exception("A/B %s failed", job.label)

@@ -43,14 +43,18 @@ from tuner.engine.workload import WorkloadError
 from tuner.engine.workload import check as check_workload
 from tuner.engine.workload import check_name as check_workload_name
 from tuner.measure.rules import RULESETS, check_limits
+from tuner.presets import BASELINE as BASELINE
 from tuner.presets import check_name
-from tuner.settings import SettingsError, shown
+from tuner.settings import Settings, SettingsError, from_texts, shown
 from tuner.traces.budgets import WEIGHTS
 from tuner.tune.worker import DEFAULT_OBJECTIVE, OBJECTIVES
 
 M = TypeVar("M", bound=BaseModel)
 
-BASELINE = "baseline"  # the preset a UI offers as arm A
+# A view sees the control plane only: what its forms offer and check comes from here, as
+# the rooms that own it define it: BASELINE (the shipped preset a UI offers as arm A),
+# WORKLOADS and RULESETS (the built-in names), check_name (a preset's name).
+
 # What an A/B or a tune may ask for, on the command line as on a running server (where it
 # pauses the live session while it runs, so its runs are bounded).
 AB_PAIRS = (1, 8)
@@ -327,6 +331,23 @@ class SettingsPatch(RootModel[dict[str, Any]]):
             raise SettingsError({"settings": "the body must be a JSON object of knob: value, "
                                              f"got {type(body).__name__}"})
         return cls(body)
+
+    @classmethod
+    def of_texts(cls, texts: Mapping[str, Any]) -> SettingsPatch:
+        """Values typed as text (a form's field, a dialog's) as their knobs' types; a
+        SettingsError names every one that is not. Typed values pass as they are."""
+        return cls(from_texts(texts))
+
+    @classmethod
+    def documented(cls) -> dict[str, Any]:
+        """The patch as the API documents it: any subset of the knobs (STRATA_* aliases
+        are taken too), with the table's types and ranges."""
+        schema = Settings.model_json_schema(by_alias=False)
+        schema.pop("required", None)
+        schema["title"] = "SettingsChanges"
+        schema["description"] = ("knob name (or STRATA_* alias) -> new value; validated as "
+                                 "a whole, applied at the next token boundary")
+        return schema
 
 
 class SettingsMessage(Request):

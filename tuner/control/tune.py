@@ -15,11 +15,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 from uuid import uuid4
 
 from pydantic import ConfigDict, Field
 
+from tuner.control.answers import TuneStatus, TuneTrial
 from tuner.control.models import TuneRequest
 from tuner.control.slot import JobSlot
 from tuner.settings import non_default
@@ -49,7 +50,7 @@ class TuneJob(TuneRequest):
     sentinel_every: int = SENTINEL_EVERY
     state: Literal["running", "stopping", "done", "stopped", "failed"] = "running"
     running: int | None = None  # the trial being measured now
-    rows: list[dict[str, Any]] = []
+    rows: list[TuneTrial] = []
     front: list[int] = []  # trial numbers on the Pareto front
     error: str | None = None
     stop: threading.Event = Field(default_factory=threading.Event, exclude=True)
@@ -63,15 +64,18 @@ class TuneJob(TuneRequest):
         return self.state in ("running", "stopping")
 
     @property
-    def best(self) -> dict[str, Any] | None:
+    def best(self) -> TuneTrial | None:
         """The fastest trial of the Pareto front so far."""
         on_front = [r for r in self.rows if r["number"] in self.front]
         return min(on_front, key=lambda r: (r["score_pct"], r["bytes_per_token"]),
                    default=None)
 
-    def as_dict(self) -> dict[str, Any]:
+    def status(self) -> TuneStatus:
+        """The job as the API answers it: a copy, which a trial ending cannot change."""
         out = self.model_dump(exclude={"space", "fix", "searched"})
-        return {**out, "space": self.searched, "done": len(self.rows), "best": self.best}
+        # its keys: tests/control/test_answers.py
+        return cast(TuneStatus, {**out, "space": self.searched, "done": len(self.rows),
+                                 "best": self.best})
 
 
 class TuneRunner:
@@ -149,7 +153,8 @@ class TuneRunner:
                 study.set_user_attr("request", job.model_dump(include=REQUEST_FIELDS))
             job.running = r["number"]
             return
-        job.rows = [*job.rows, r]  # a new list: readers never see one half-appended
+        # a new list: readers never see one half-appended; a "done" event's r is a row
+        job.rows = [*job.rows, cast(TuneTrial, r)]
         job.front = [t.number for t in front(study)]
         if job.running == r["number"]:  # told once the baseline after it is in
             job.running = None
@@ -214,5 +219,5 @@ def _read_tune(storage: str) -> TuneJob | None:
              "objective": spec["objective"], **spec["gate"],
              **study.user_attrs.get("request", {})}
     return TuneJob(**asked, searched=spec["space"], study=study.study_name, storage=storage,
-                   state="stopped", rows=found, front=[t.number for t in front(study)],
+                   state="stopped", rows=cast(list[TuneTrial], found), front=[t.number for t in front(study)],
                    error="the server running it stopped before it finished")

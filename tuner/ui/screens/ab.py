@@ -3,22 +3,23 @@ drift and the verdict (what `tuner ab` prints)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from tuner.control.answers import ABResult, ABStatus
+from tuner.control.report import knob_change, result_lines
 from tuner.format import figure
-from tuner.measure.report import knob_change, result_lines
 from tuner.ui.screens.follow import follow_job
 
 if TYPE_CHECKING:
     from tuner.ui.app import TunerApp
 
 
-def heading(job: dict[str, Any]) -> str:
+def heading(job: ABStatus) -> str:
     on = f" on {', '.join(job['workloads'])}" if job.get("workloads") else ""
     rules = f", rules {job['rules']}" if job.get("rules") else ""
     limits = [f"{name} {job[key]}" for key, name in (("max_kl", "KL at most"),
@@ -30,7 +31,7 @@ def heading(job: dict[str, Any]) -> str:
             f"session is paused during the A/B; a running one resumes after it.{gate}")
 
 
-def progress(job: dict[str, Any]) -> str:
+def progress(job: ABStatus) -> str:
     done, total = len(job["runs"]), job["total_runs"]
     if job["state"] == "failed":
         return f"failed after {done} of {total} runs: {job['error']}"
@@ -40,7 +41,7 @@ def progress(job: dict[str, Any]) -> str:
     return f"running: run {min(done + 1, total)} of {total}{first}"
 
 
-def summary(r: dict[str, Any]) -> str:
+def summary(r: ABResult) -> str:
     """The result below the runs, line for line as `tuner ab` prints it."""
     return "\n".join([f"knobs B - A: {knob_change(r)}", *result_lines(r)])
 
@@ -51,7 +52,7 @@ class ABScreen(Screen):
     app: TunerApp
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Back")]
 
-    def __init__(self, job: dict[str, Any]):
+    def __init__(self, job: ABStatus):
         super().__init__()
         self.job = job
 
@@ -74,7 +75,7 @@ class ABScreen(Screen):
         await follow_job(self, self.app.backend.ab_status, "A/B",
                          lambda job: job["state"] != "running")
 
-    def show(self, job: dict[str, Any]) -> None:
+    def show(self, job: ABStatus) -> None:
         self.job = job
         self.query_one("#ab-progress", Static).update(progress(job))
         table = self.query_one("#ab-runs", DataTable)

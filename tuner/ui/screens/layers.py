@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 
+from tuner.engine.snapshot import Snapshot
 from tuner.format import ALL, figure
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.layer_table import LayerTable
@@ -30,7 +31,7 @@ class LayersScreen(SnapshotScreen):
         yield Readout(id="layers-caption")
         yield LayerTable(id="layers")
 
-    def show(self, snap: dict[str, Any]) -> None:
+    def show(self, snap: Snapshot) -> None:
         table = self.query_one(LayerTable)
         if self.windowed:
             span = f"window: the last {figure(snap['window']['tokens'])} tokens"

@@ -1,10 +1,11 @@
-"""An A/B result as lines of text: what `tuner ab` prints and the terminal UI shows."""
+"""An A/B result as lines of text: what `tuner ab` prints and the terminal UI shows (the
+result as tuner.measure.ab writes it, the `result` of an A/B's status)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tuner.format import figure, fixed, knob_text
+from tuner.format import fixed, knob_text, repeated_figure
 
 
 def _pct(value: float | None) -> str:
@@ -15,14 +16,6 @@ def knob_change(r: dict[str, Any]) -> str:
     diff = ", ".join(f"{d['knob']} {knob_text(d['a'])} -> {knob_text(d['b'])}"
                      for d in r["knob_diff"])
     return diff or "identical settings"
-
-
-def repeated_figure(value: Any, unit: str = "") -> str:
-    """An arm's counter: one figure where its runs agree, else each run's ("-" where a run
-    measured none)."""
-    if isinstance(value, list):
-        return " / ".join(figure(v, unit) for v in value)
-    return figure(value, unit)
 
 
 def _timing_lines(r: dict[str, Any]) -> list[str]:
