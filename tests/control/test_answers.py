@@ -11,7 +11,7 @@ import pytest
 
 from tests.control.shapes import assert_shaped, problems
 from tests.ui.conftest import make_controller
-from tuner.control.answers import Budgets, Curve, KnobInfo, PresetBody
+from tuner.control.answers import ABStatus, Budgets, Curve, KnobInfo, PresetBody
 from tuner.control.api import OPERATIONS
 from tuner.engine.snapshot import Snapshot
 from tuner.presets import Store
@@ -80,3 +80,7 @@ def test_a_key_too_many_or_too_few_is_found():
     assert problems({"error": "boom"}, Curve) == []  # a failed curve is its error alone
     assert problems({"sizes": [1]}, answer("window_budgets"))[0].startswith(
         "answer: Budgets lacks")
+    job = ABStatus(a="baseline", b="2q", total_runs=3)
+    assert problems(job, ABStatus) == problems(job.model_dump(mode="json"), ABStatus) == []
+    assert problems({**job.model_dump(), "label": "x"}, ABStatus) == [
+        "answer: ABStatus has undeclared ['label']"]

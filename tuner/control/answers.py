@@ -1,10 +1,13 @@
 """The control plane's answers, typed once: what an operation returns besides the requests
 and states of `models` and the engine's snapshot types (tuner.engine.snapshot).
 
-Each is a TypedDict, as the snapshot is: an answer is plain JSON data, served as it is by
-the REST API, read back as its declared type by the remote backend, and indexed by the
-views alike whichever backend they run on. tests/control/test_answers.py checks that
-what the Controller returns has exactly the keys declared here.
+The data the rooms below hand up (a knob's entry, a preset, a plan of budgets, a curve, an
+A/B's run, a tune's trial) is a TypedDict, as the snapshot is: plain JSON, served as it is
+by the REST API, read back as its declared type by the remote backend and indexed alike by
+the views whichever backend they run on. A job's status is its request's model extended
+by its progress, so a field added to the request is in the answer with no edit here.
+tests/control/test_answers.py checks that what the Controller returns has exactly the keys
+declared here.
 """
 
 # No `from __future__ import annotations`: a TypedDict tells its optional keys
@@ -15,6 +18,8 @@ from pydantic import Field
 
 # pydantic reads TypedDicts only from typing_extensions before Python 3.12
 from typing_extensions import TypedDict
+
+from tuner.control.models import ABRequest, TuneSpec
 
 KnobValue = bool | int | float | str  # a knob's value, as its table entry types it
 
@@ -183,22 +188,14 @@ class ABRun(TypedDict):
 ABResult = dict[str, Any]
 
 
-class ABStatus(TypedDict):
-    """An A/B: its request (tuner.control.models.ABRequest), then its progress."""
+class ABStatus(ABRequest):
+    """An A/B as the API answers it: its request, then its progress."""
 
-    max_kl: float | None
-    min_agreement: float | None
-    a: str
-    b: str
-    pairs: int
-    tokens: int
-    workloads: list[str]
-    rules: str
     total_runs: int
-    state: Literal["running", "done", "failed"]
-    runs: list[ABRun]
-    result: ABResult | None
-    error: str | None
+    state: Literal["running", "done", "failed"] = "running"
+    runs: list[ABRun] = []
+    result: ABResult | None = None
+    error: str | None = None
 
 
 class TuneTrial(TypedDict):
@@ -221,23 +218,18 @@ class TuneTrial(TypedDict):
     rejected: str | None  # why its guards rejected it
 
 
-class TuneStatus(TypedDict):
-    """A tune: its request (tuner.control.models.TuneRequest, its `space` as searched),
-    then its trials."""
+class TuneStatus(TuneSpec):
+    """A tune as the API answers it: what it measures, then its trials. `space` is what
+    each knob ranged over, pinned knobs included (=value)."""
 
-    max_kl: float | None
-    min_agreement: float | None
-    trials: int
-    tokens: int
-    objective: str
     study: str
     storage: str
     sentinel_every: int
-    state: Literal["running", "stopping", "done", "stopped", "failed"]
-    running: int | None  # the trial being measured now
-    rows: list[TuneTrial]
-    front: list[int]  # trial numbers on the Pareto front
-    error: str | None
-    space: dict[str, str]  # knob -> the range or values searched, or =its pinned value
-    done: int
-    best: TuneTrial | None  # the fastest trial of the front so far
+    state: Literal["running", "stopping", "done", "stopped", "failed"] = "running"
+    running: int | None = None  # the trial being measured now
+    rows: list[TuneTrial] = []
+    front: list[int] = []  # trial numbers on the Pareto front
+    error: str | None = None
+    space: dict[str, str]
+    done: int = 0  # trials finished
+    best: TuneTrial | None = None  # the fastest trial of the front so far

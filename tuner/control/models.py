@@ -187,9 +187,8 @@ def problems(errors: Sequence[ErrorDetails], skip: int = 0) -> dict[str, str]:
 def field_order(model: type[BaseModel]) -> list[str]:
     """The model's fields as a form lists them: its own first, then those it shares with
     other requests (the quality gate)."""
-    own = [name for cls in model.__mro__ if issubclass(cls, BaseModel)
-           for name in vars(cls).get("__annotations__", {}) if name in model.model_fields]
-    return list(dict.fromkeys(own))
+    shared = list(QualityGate.model_fields) if issubclass(model, QualityGate) else []
+    return [name for name in model.model_fields if name not in shared] + shared
 
 
 class Request(BaseModel):
@@ -298,10 +297,8 @@ class ABRequest(ABSpec):
         return check_name(name)  # a PresetError (a ValueError) says what a name may be
 
 
-class TuneRequest(QualityGate):
-    """A tune asked of a running server: Optuna trials from the live settings as the
-    baseline, with the live session paused while it runs; with a quality limit the lossy
-    knobs join the search."""
+class TuneSpec(QualityGate):
+    """What a tune measures: its trials, their tokens and objective, the quality gate."""
 
     trials: Annotated[Whole, Within(*TUNE_TRIALS)] = Field(12, title="trials",
                                                            description="trials to run")
@@ -311,6 +308,13 @@ class TuneRequest(QualityGate):
     objective: Annotated[str, OneOf(tuple(OBJECTIVES))] = Field(
         DEFAULT_OBJECTIVE, title="objective: ms or stall",
         description="time objective: ms per token or exposed stall per token")
+
+
+class TuneRequest(TuneSpec):
+    """A tune asked of a running server: Optuna trials from the live settings as the
+    baseline, with the live session paused while it runs; with a quality limit the lossy
+    knobs join the search."""
+
     space: str = Field("", max_length=2000, title="space: knob=lo:hi,knob=a|b",
                        description="search ranges replacing the knob table's: knob=low:high "
                                    "or knob=a|b, separated by commas")

@@ -215,7 +215,7 @@ class TunerApp(App[int]):
         job = await self.attempt(self.backend.tune_status(), "tune")
         if job is FAILED:
             return
-        if job is not None and job["state"] in ("running", "stopping"):
+        if job is not None and job.state in ("running", "stopping"):
             await self.push_screen(TuneScreen(job))
             return
         await self.push_screen(TuneDialog(), lambda answer: answer and self.run_worker(

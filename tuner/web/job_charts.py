@@ -29,14 +29,14 @@ class JobCharts:
         return kept[1]
 
     def ab(self, job: ABStatus | None) -> str:
-        if job is None or job["state"] == "running" or not job["runs"]:
+        if job is None or job.state == "running" or not job.runs:
             return ""
-        runs, result, labels = job["runs"], job["result"], (job["a"], job["b"])
+        runs, result, labels = job.runs, job.result, (job.a, job.b)
         return self._drawn("ab", (runs, result, labels),
                            lambda: charts.ab_chart(runs, result, labels))
 
     def tune(self, job: TuneStatus | None) -> str:
-        if job is None or job["state"] in ("running", "stopping") or not job["rows"]:
+        if job is None or job.state in ("running", "stopping") or not job.rows:
             return ""
-        rows, front = job["rows"], job["front"]
+        rows, front = job.rows, job.front
         return self._drawn("tune", (rows, front), lambda: charts.tune_chart(rows, front))

@@ -32,21 +32,21 @@ def trial_knobs(r: TuneTrial) -> str:
 
 
 def progress(job: TuneStatus) -> str:
-    head = (f"study {job['study']}: {job['done']} of {job['trials']} trials, {job['tokens']} "
-            f"measured tokens each, {job['objective']} objective; ")
-    if job["state"] == "failed":
-        return head + f"failed: {job['error']}"
-    if job["state"] == "running":
-        running = "-" if job["running"] is None else job["running"]
+    head = (f"study {job.study}: {job.done} of {job.trials} trials, {job.tokens} "
+            f"measured tokens each, {job.objective} objective; ")
+    if job.state == "failed":
+        return head + f"failed: {job.error}"
+    if job.state == "running":
+        running = "-" if job.running is None else job.running
         return head + f"trial {running} running; the live session is paused (s: stop)"
-    if job["state"] == "stopping":
+    if job.state == "stopping":
         return head + "stopping"
-    return head + job["state"]
+    return head + job.state
 
 
 def best(job: TuneStatus) -> str:
-    b = job["best"]
-    front = ", ".join(str(n) for n in job["front"]) or "-"
+    b = job.best
+    front = ", ".join(str(n) for n in job.front) or "-"
     if b is None:
         return f"best so far: none yet; Pareto front: {front}"
     return (f"best so far: trial {b['number']}, {fixed(b['score_pct'], '+.1f')} % against its "
@@ -89,7 +89,7 @@ class TuneScreen(Screen):
 
     async def follow(self) -> None:
         await follow_job(self, self.app.backend.tune_status, "tune",
-                         lambda job: job["state"] in OVER)
+                         lambda job: job.state in OVER)
 
     def show(self, job: TuneStatus) -> None:
         self.job = job
@@ -98,19 +98,19 @@ class TuneScreen(Screen):
         table = self.query_one("#tune-trials", DataTable)
         with self.app.batch_update():
             keys = {k.value for k in table.rows}
-            if "running" in keys and job["running"] is None:
+            if "running" in keys and job.running is None:
                 table.remove_row("running")
-            for r in job["rows"]:  # keyed rows updated in place: the front moves
+            for r in job.rows:  # keyed rows updated in place: the front moves
                 key = str(r["number"])
                 if key in keys:
-                    for (name, _), value in zip(COLUMNS, cells(r, job["front"])):
+                    for (name, _), value in zip(COLUMNS, cells(r, job.front)):
                         table.update_cell(key, name, value)
                 else:
-                    table.add_row(*cells(r, job["front"]), key=key)
-            if job["running"] is not None:
-                row = (job["running"], "running", *("",) * (len(COLUMNS) - 2))
+                    table.add_row(*cells(r, job.front), key=key)
+            if job.running is not None:
+                row = (job.running, "running", *("",) * (len(COLUMNS) - 2))
                 if "running" in keys:
-                    table.update_cell("running", "trial", job["running"])
+                    table.update_cell("running", "trial", job.running)
                 else:
                     table.add_row(*row, key="running")
 
