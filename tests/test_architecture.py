@@ -37,28 +37,52 @@ NEVER = {
 # web app, to measure the connected UI against it
 EXCEPT = {"ui/bench.py": {"web"}}
 
+# The views see the control plane, their own room and the vocabulary every room shares: the
+# knob table, the formatter, the errors, the charts and the engine's torch-free tables of
+# what a snapshot holds. What lies below the control plane (the engine's runtime, settings,
+# presets, traces, measure, tune, bench) they reach through it, so a view works alike on an
+# engine in its process and on a server's.
+VIEWS = ("web", "ui")
+VOCABULARY = {"tuner", "tuner.config", "tuner.errors", "tuner.knobs", "tuner.format",
+              "tuner.charts", "tuner.engine.counters", "tuner.engine.snapshot"}
+# a view's benchmark section builds the session it measures, as `tuner bench` runs it
+BENCHMARKS = {"web/bench.py", "ui/bench.py"}
+
 
 def _type_checking(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
         and node.test.id == "TYPE_CHECKING"
 
 
-def imports(path: Path) -> set[str]:
-    """The rooms of tuner and the libraries `path` imports, by their first names."""
+def modules(path: Path) -> set[str]:
+    """The modules `path` imports, by their full names; `from tuner.engine import counters`
+    names tuner.engine.counters, `from tuner import __version__` tuner."""
     found = set()
     todo = [ast.parse(path.read_text())]
     while todo:
         node = todo.pop()
         todo += [child for child in ast.iter_child_nodes(node) if not _type_checking(child)]
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
+            found |= {_module(f"{node.module}.{a.name}") or node.module for a in node.names}
         elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        else:
-            continue
-        for name in names:
-            parts = name.split(".")
-            found.add(parts[1] if parts[0] == "tuner" and len(parts) > 1 else parts[0])
+            found |= {a.name for a in node.names}
+    return found
+
+
+def _module(name: str) -> str | None:
+    """`name` when it is a module or package of tuner."""
+    if not name.startswith("tuner."):
+        return None
+    path = ROOT.joinpath(*name.split(".")[1:])
+    return name if path.with_suffix(".py").is_file() or path.is_dir() else None
+
+
+def imports(path: Path) -> set[str]:
+    """The rooms of tuner and the libraries `path` imports, by their first names."""
+    found = set()
+    for name in modules(path):
+        parts = name.split(".")
+        found.add(parts[1] if parts[0] == "tuner" and len(parts) > 1 else parts[0])
     return found
 
 
@@ -73,4 +97,17 @@ def test_a_room_imports_nothing_it_must_not(room):
     for path in files(room):
         name = str(path.relative_to(ROOT))
         wrong[name] = sorted(imports(path) & (NEVER[room] - EXCEPT.get(name, set())))
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+@pytest.mark.parametrize("room", VIEWS)
+def test_a_view_sees_the_control_plane_and_the_vocabulary_only(room):
+    seen = {"tuner.control", f"tuner.{room}"}
+    wrong = {}
+    for path in files(room):
+        name = str(path.relative_to(ROOT))
+        if name in BENCHMARKS:
+            continue
+        wrong[name] = sorted(m for m in modules(path) if m.split(".")[0] == "tuner"
+                             and m not in VOCABULARY and ".".join(m.split(".")[:2]) not in seen)
     assert {k: v for k, v in wrong.items() if v} == {}
