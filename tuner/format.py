@@ -5,7 +5,7 @@ clocks. There is one formatter: a figure reads the same wherever it is shown.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tuner.engine.counters import COUNTERS, DERIVED, Heading, Shown
@@ -87,7 +87,7 @@ def columns_of(column_set: str) -> tuple[Shown, ...]:
     """The layer and the columns of `column_set` (a unit, or "all")."""
     return tuple(c for c in COLUMNS if c is LAYER or column_set in (ALL, c.unit))
 
-def budgets_line(out: dict[str, Any]) -> str:
+def budgets_line(out: Mapping[str, Any]) -> str:
     """What applying window budgets did, in one line (the page and the terminal UI)."""
     r = out["replay"]
     return (f"settings v{out['version']}: quotas {', '.join(map(str, out['quotas']))} "

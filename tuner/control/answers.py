@@ -19,9 +19,7 @@ from pydantic import Field
 # pydantic reads TypedDicts only from typing_extensions before Python 3.12
 from typing_extensions import TypedDict
 
-from tuner.control.models import ABRequest, TuneSpec
-
-KnobValue = bool | int | float | str  # a knob's value, as its table entry types it
+from tuner.control.models import ABRequest, KnobValue, TuneSpec
 
 
 class KnobInfo(TypedDict):

@@ -50,6 +50,7 @@ from tuner.traces.budgets import WEIGHTS
 from tuner.tune.worker import DEFAULT_OBJECTIVE, OBJECTIVES
 
 M = TypeVar("M", bound=BaseModel)
+KnobValue = bool | int | float | str  # a knob's value, as its table entry types it
 
 # A view sees the control plane only: what its forms offer and check comes from here, as
 # the rooms that own it define it: BASELINE (the shipped preset a UI offers as arm A),
@@ -337,7 +338,7 @@ class SettingsPatch(RootModel[dict[str, Any]]):
         return cls(body)
 
     @classmethod
-    def of_texts(cls, texts: Mapping[str, Any]) -> SettingsPatch:
+    def of_texts(cls, texts: Mapping[str, KnobValue]) -> SettingsPatch:
         """Values typed as text (a form's field, a dialog's) as their knobs' types; a
         SettingsError names every one that is not. Typed values pass as they are."""
         return cls(from_texts(texts))
@@ -381,7 +382,7 @@ class SessionState(BaseModel):
     """The settings the engine runs, read together with their version."""
 
     version: int = Field(description="settings version the engine runs now")
-    settings: dict[str, Any] = Field(description="every knob by name")
+    settings: dict[str, KnobValue] = Field(description="every knob by name")
     state: str = Field(description="running, paused or error")
 
 

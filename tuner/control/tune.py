@@ -48,12 +48,12 @@ class TuneJob(TuneStatus):
     stop: threading.Event = Field(default_factory=threading.Event, exclude=True)
 
     @classmethod
-    def of(cls, request: TuneRequest, space: dict[str, str], study: str, storage: str,
-           **status: Any) -> TuneJob:
+    def of(cls, request: TuneRequest, space: dict[str, str], study: str,
+           storage: str) -> TuneJob:
         """The job of `request`, searching `space` in `study`."""
         asked = request.model_dump(include=set(TuneSpec.model_fields))
         return cls(**asked, space=space, study=study, storage=storage,
-                   sentinel_every=SENTINEL_EVERY, request=request, **status)
+                   sentinel_every=SENTINEL_EVERY, request=request)
 
     @property
     def label(self) -> str:
@@ -212,7 +212,7 @@ def _read_tune(storage: str) -> TuneJob | None:
     asked = {"trials": max(1, len(found)), "tokens": spec["span"]["tokens"],
              "objective": spec["objective"], **spec["gate"],
              **study.user_attrs.get("request", {})}
-    job = TuneJob.of(TuneRequest(**asked), spec["space"], study.study_name, storage,
-                     state="stopped", error="the server running it stopped before it finished")
+    job = TuneJob.of(TuneRequest(**asked), spec["space"], study.study_name, storage)
+    job.state, job.error = "stopped", "the server running it stopped before it finished"
     job.record(cast(list[TuneTrial], found), [t.number for t in front(study)])
     return job

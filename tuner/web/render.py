@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from fastapi.templating import Jinja2Templates
 
-from tuner.control.answers import ABStatus, PresetInfo, TuneStatus
+from tuner.control.answers import ABStatus, KnobValue, PresetInfo, TuneStatus
 from tuner.engine.counters import HEADLINES, Headline, Shown
 from tuner.engine.snapshot import LayerRow
 from tuner.format import COLUMN_SETS, figure, knob_text, repeated_figure
@@ -107,7 +107,7 @@ class Page:
 
     token: str | None
     ws_url: str
-    settings: dict[str, Any]  # every knob's running value
+    settings: dict[str, KnobValue]  # every knob's running value
     presets: PresetsView
     ab_form: ABForm
     ab: JobView[ABStatus]
