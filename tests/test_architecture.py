@@ -172,3 +172,27 @@ def test_the_architecture_page_draws_this_table():
                if f"`tuner/{room}/`" not in listed and f"`tuner/{room}.py`" not in listed
                and f"`{room}.py`" not in listed]
     assert missing == []
+
+
+# The views see the control plane, their own room and the words every room shares (the knob
+# table, the formatter, the errors, the charts and the vocabulary: what a snapshot holds).
+# What lies below the control plane (the engine, settings, presets, traces, measure, tune,
+# bench) they reach through it, so a view works alike on an engine in its process and on a
+# server's. A view's benchmark section builds the session it measures, as `tuner bench`
+# runs it.
+VIEWS = ("web", "ui")
+SHARED = {"config", "errors", "knobs", "format", "charts", "vocabulary", "control"}
+BENCHMARKS = {"web/bench.py", "ui/bench.py"}
+
+
+@pytest.mark.parametrize("room", VIEWS)
+def test_a_view_sees_the_control_plane_and_the_vocabulary_only(room):
+    wrong = {}
+    for path in files(room):
+        name = str(path.relative_to(ROOT))
+        if name in BENCHMARKS:
+            continue
+        wrong[name] = sorted(m for m in imports(path) if m.split(".")[0] == "tuner"
+                             and room_of(m) not in SHARED | {room, None})
+    assert {k: v for k, v in wrong.items() if v} == {}
+

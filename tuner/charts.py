@@ -18,10 +18,13 @@ date is left out.
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError
+
+Row = Mapping[str, Any]  # an A/B's run, a tune's trial: plain data, as the views hold it
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -58,7 +61,7 @@ def _figure(width: float = 10.0, height: float = 3.6) -> Figure:
 
 
 # -- A/B -----------------------------------------------------------------------------------
-def ab_chart(runs: list[dict[str, Any]], result: dict[str, Any] | None = None,
+def ab_chart(runs: Sequence[Row], result: dict[str, Any] | None = None,
              labels: tuple[str, str] = ("A", "B")) -> Figure:
     """`runs` as measured so far (an A/B that is still running, or was stopped, has no
     `result`: then only the runs panel is drawn)."""
@@ -80,7 +83,7 @@ def _short(verdict: str, limit: int = 110) -> str:
     return verdict if len(verdict) <= limit else verdict[:limit - 3].rstrip() + "..."
 
 
-def _runs_panel(ax: Axes, runs: list[dict[str, Any]], labels: tuple[str, str]) -> None:
+def _runs_panel(ax: Axes, runs: Sequence[Row], labels: tuple[str, str]) -> None:
     timed = [r for r in runs if r.get("ms_per_token") is not None]
     for arm, colour, marker, label in (("A", A_COLOUR, "o", labels[0]),
                                        ("B", B_COLOUR, "s", labels[1])):
@@ -89,7 +92,7 @@ def _runs_panel(ax: Axes, runs: list[dict[str, Any]], labels: tuple[str, str]) -
                             c=colour, marker=marker, s=36, zorder=3,
                             label=f"{arm} = {label}")
         points.set_gid(f"ab-runs-{arm}")
-    by_workload: dict[str, list[dict[str, Any]]] = {}
+    by_workload: dict[str, list[Row]] = {}
     for r in timed:
         by_workload.setdefault(r["workload"], []).append(r)
     for i, (workload, mine) in enumerate(by_workload.items()):
@@ -142,7 +145,7 @@ def _pairs_panel(ax: Axes, result: dict[str, Any]) -> None:
 
 
 # -- tune ----------------------------------------------------------------------------------
-def tune_chart(rows: list[dict[str, Any]], front: list[int]) -> Figure:
+def tune_chart(rows: Sequence[Row], front: list[int]) -> Figure:
     """`rows`: the trials as `tuner.tune.study.row` gives them; `front`: the trial numbers
     on the Pareto front."""
     import matplotlib
@@ -157,8 +160,8 @@ def tune_chart(rows: list[dict[str, Any]], front: list[int]) -> Figure:
     return fig
 
 
-def _history_panel(ax: Axes, rows: list[dict[str, Any]], scored: list[dict[str, Any]],
-                   on_front: list[dict[str, Any]]) -> None:
+def _history_panel(ax: Axes, rows: Sequence[Row], scored: list[Row],
+                   on_front: list[Row]) -> None:
     trials = ax.scatter([r["number"] for r in scored], [r["score_pct"] for r in scored],
                         facecolors="none", edgecolors=A_COLOUR, s=30, label="passed")
     trials.set_gid("tune-history")
@@ -184,8 +187,8 @@ def _history_panel(ax: Axes, rows: list[dict[str, Any]], scored: list[dict[str, 
     ax.legend(loc="best", fontsize=8, frameon=False)
 
 
-def _pareto_panel(ax: Axes, scored: list[dict[str, Any]],
-                  on_front: list[dict[str, Any]]) -> None:
+def _pareto_panel(ax: Axes, scored: list[Row],
+                  on_front: list[Row]) -> None:
     mb = [r["bytes_per_token"] / 1e6 for r in scored]
     trials = ax.scatter([r["score_pct"] for r in scored], mb, facecolors="none",
                         edgecolors=MUTED, s=30, label="passed")

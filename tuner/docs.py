@@ -80,7 +80,8 @@ def api_page() -> str:
         shown = ", ".join(
             f"`{p.name}`" + ("" if p.default is inspect.Parameter.empty else f" = `{p.default!r}`")
             + (" (query)" if p.name in op.route.query else "") for p in params) or "-"
-        answer = inspect.formatannotation(op.answer()).replace("typing.", "")
+        answer = inspect.formatannotation(op.answer()).replace("typing.", "").replace(
+            "NoneType", "None")
         doc = " ".join(inspect.getdoc(op.declared).split())
         rows.append(f"| `{op.name}` | `{op.route.method} {op.route.path}` | {_escape(shown)} | "
                     f"`{_escape(answer)}` | {_escape(doc)} |")

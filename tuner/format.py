@@ -5,7 +5,7 @@ clocks. There is one formatter: a figure reads the same wherever it is shown.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tuner.knobs import written
@@ -30,6 +30,14 @@ def figure(value: float | None, unit: str = "") -> str:
     if isinstance(value, int) or float(value).is_integer():
         return f"{int(value):,}"
     return f"{value:,.3g}" if abs(value) < 1 else f"{value:,.2f}"
+
+
+def repeated_figure(value: float | list[float | None] | None, unit: str = "") -> str:
+    """An A/B arm's counter: one figure where its runs agree, else each run's ("-" where a
+    run measured none)."""
+    if isinstance(value, list):
+        return " / ".join(figure(v, unit) for v in value)
+    return figure(value, unit)
 
 
 def fixed(value: float | None, spec: str = ".3f") -> str:
@@ -80,7 +88,7 @@ def columns_of(column_set: str) -> tuple[Shown, ...]:
     """The layer and the columns of `column_set` (a unit, or "all")."""
     return tuple(c for c in COLUMNS if c is LAYER or column_set in (ALL, c.unit))
 
-def budgets_line(out: dict[str, Any]) -> str:
+def budgets_line(out: Mapping[str, Any]) -> str:
     """What applying window budgets did, in one line (the page and the terminal UI)."""
     r = out["replay"]
     return (f"settings v{out['version']}: quotas {', '.join(map(str, out['quotas']))} "

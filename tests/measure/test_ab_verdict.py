@@ -81,7 +81,7 @@ def test_timings_must_follow_the_schedule():
 
 def test_the_verdict_and_the_report_write_the_same_difference():
     """Once they rounded the same difference two ways (+4.196 vs +4.195; -6.2 % vs -6.1 %)."""
-    from tuner.measure.report import result_lines
+    from tuner.control.report import result_lines
 
     for a, b in ((10.0, 14.19549), (67.0, 62.8799), (10.0, 10.61496)):
         r = compare([a, b] * 3 + [a])

@@ -34,21 +34,21 @@ async def test_backend_runs_an_ab_and_reports_it(backend, controller, hold):
     async with following(backend):
         assert await backend.ab_status() is None
         job = await backend.start_ab(ABRequest(a="baseline", b="2q", pairs=1, tokens=16))
-        assert (job["a"], job["b"], job["total_runs"]) == ("baseline", "2q", 3)
+        assert (job.a, job.b, job.total_runs) == ("baseline", "2q", 3)
         with pytest.raises(BackendError, match="already running"):
             await backend.start_ab(ABRequest(a="baseline", b="2q", pairs=1, tokens=16))
         release.set()
         job = await finished(backend)
-        assert job["state"] == "done", job
-        assert [run["arm"] for run in job["runs"]] == ["A", "B", "A"]
-        assert job["result"]["verdict"]
-        assert job["result"]["knob_diff"][0]["knob"] == "cache_policy"
+        assert job.state == "done", job
+        assert [run["arm"] for run in job.runs] == ["A", "B", "A"]
+        assert job.result["verdict"]
+        assert job.result["knob_diff"][0]["knob"] == "cache_policy"
 
 
 async def finished(backend, timeout: float = 120.0) -> dict:
     """The job once it has ended, polled as the A/B view polls it."""
     deadline = time.monotonic() + timeout
-    while (job := await backend.ab_status())["state"] == "running":
+    while (job := await backend.ab_status()).state == "running":
         assert time.monotonic() < deadline, f"A/B still running: {job}"
         await asyncio.sleep(0.05)
     return job

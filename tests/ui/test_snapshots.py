@@ -76,7 +76,7 @@ def decoding(backend: EmbeddedBackend, then: tuple[str, ...] = ()):
 
     async def run_before(pilot) -> None:
         for _ in range(STEPS):
-            backend.session.run(TOKENS_PER_STEP)
+            backend.controller.session.run(TOKENS_PER_STEP)
             pilot.app.repaint()
         await pilot.press(*then)
         await pilot.pause()

@@ -30,7 +30,7 @@ def backend(request):
 
 async def over(backend, timeout: float = 60.0) -> dict:
     deadline = time.monotonic() + timeout
-    while (job := await backend.tune_status())["state"] in ("running", "stopping"):
+    while (job := await backend.tune_status()).state in ("running", "stopping"):
         assert time.monotonic() < deadline, f"tune still running: {job}"
         await asyncio.sleep(0.05)
     return job
@@ -42,19 +42,19 @@ async def test_backend_runs_a_tune_and_stops_one(backend, controller):
         assert await backend.stop_tune() is None
         job = await backend.start_tune(TuneRequest(trials=2, tokens=8,
                                                    space="prefetch=off|stale"))
-        assert job["state"] == "running" and job["space"]["prefetch"] == "off|stale"
+        assert job.state == "running" and job.space["prefetch"] == "off|stale"
         with pytest.raises(BackendError, match="already running"):
             await backend.start_tune(TuneRequest(trials=2, tokens=8))
         job = await over(backend)
-        assert job["state"] == "done" and len(job["rows"]) == 2, job
+        assert job.state == "done" and len(job.rows) == 2, job
         await backend.start_tune(TuneRequest(trials=40, tokens=8))
         deadline = time.monotonic() + 60
-        while not (await backend.tune_status())["rows"]:
+        while not (await backend.tune_status()).rows:
             assert time.monotonic() < deadline
             await asyncio.sleep(0.05)
         await backend.stop_tune()
         job = await over(backend)
-        assert job["state"] == "stopped" and len(job["rows"]) < 40
+        assert job.state == "stopped" and len(job.rows) < 40
 
 
 async def test_backend_refuses_a_bad_space_and_starts_nothing(backend):
@@ -105,14 +105,14 @@ async def test_the_tune_screen_follows_a_tune_started_from_the_dialog(embedded):
         screen = await until(lambda: isinstance(app.screen, TuneScreen) and app.screen,
                              pause=pilot.pause)
         table = screen.query_one("#tune-trials", DataTable)
-        await until(lambda: screen.job["state"] == "done", pause=pilot.pause, timeout=60)
+        await until(lambda: screen.job.state == "done", pause=pilot.pause, timeout=60)
         await pilot.pause()
         keys = {k.value for k in table.rows}
         assert keys == {"0", "1", "2"}
-        front = screen.job["front"]
+        front = screen.job.front
         for n in front:
             assert table.get_cell(str(n), "state") == "front"
         text = str(screen.query_one("#tune-best", Static).render())
-        assert f"best so far: trial {screen.job['best']['number']}" in text
+        assert f"best so far: trial {screen.job.best['number']}" in text
         await pilot.press("t")  # the tune is over: t opens the dialog again
         await until(lambda: isinstance(app.screen, TuneDialog), pause=pilot.pause)

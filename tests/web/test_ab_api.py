@@ -6,6 +6,8 @@ import time
 
 import httpx
 
+from tests.control.shapes import assert_shaped
+from tuner.control.answers import ABStatus
 from tuner.measure import ab
 
 
@@ -26,12 +28,14 @@ def test_ab_of_two_presets(live, hold):
                                                "tokens": 16})
     assert r.status_code == 202, r.text
     assert r.json()["total_runs"] == 3
+    assert_shaped(r.json(), ABStatus)
     assert live.session.state == "paused"  # the runs do not share the machine with it
     busy = httpx.post(f"{live.url}/api/ab", json={"a": "baseline", "b": "2q"})
     assert busy.status_code == 409 and "already running" in busy.json()["detail"]
     release.set()
     job = wait_done(live.url)
     assert job["state"] == "done", job
+    assert_shaped(live.controller.ab_status(), ABStatus)  # as the route has it to serve
     assert [run["arm"] for run in job["runs"]] == ["A", "B", "A"]
     result = job["result"]
     assert {"verdict", "drift", "arms", "pairs"} <= result.keys()

@@ -13,7 +13,14 @@ from tests.web.live import serve
 from tuner.format import ALL, COLUMN_SETS, COLUMNS, columns_of, figure
 from tuner.knobs import KNOBS
 from tuner.vocabulary.counters import HEADLINES
-from tuner.web.page import HEAT_LEVELS, PageView, body_html, head_html, heat
+from tuner.web.page import PageView, head_units, heat, layer_table
+from tuner.web.render import HEAT_LEVELS, macros
+
+LIVE = macros("live.html", "")
+
+
+def layer_html(rows, column_set: str) -> str:
+    return LIVE.head(head_units(column_set)) + LIVE.body(layer_table(rows, column_set))
 
 
 def test_page_has_a_field_per_knob_a_chart_per_headline_and_every_column_set(live):
@@ -88,7 +95,7 @@ def test_live_stream_sends_html_one_update_at_a_time(live):
 
 
 def test_page_view_sends_the_knob_panel_only_when_the_version_moves(live):
-    view = PageView(lambda settings: '<div id="knobs"></div>', version=1)
+    view = PageView(LIVE, version=1)
     snapshot = live.session.snapshot()
     assert 'id="knobs"' not in view.render(snapshot)
     live.controller.change({"moce_bonus": 1.0})
@@ -99,7 +106,7 @@ def test_page_view_sends_the_knob_panel_only_when_the_version_moves(live):
 def test_the_layer_table_shows_a_column_set_with_its_unit_once(live):
     live.wait_tokens(3)
     rows = live.session.snapshot()["window"]["layers"]
-    bytes_only = head_html("bytes") + body_html(rows, "bytes")
+    bytes_only = layer_html(rows, "bytes")
     names = re.findall(r'<th data-col="(\w+)" title=', bytes_only)
     assert names == [c.name for c in columns_of("bytes")[1:]]
     assert bytes_only.count('<th class="unit"') == 1 and ">bytes</th>" in bytes_only
@@ -107,7 +114,7 @@ def test_the_layer_table_shows_a_column_set_with_its_unit_once(live):
     first = rows[0]
     cell = f'data-v="{first["bytes_demand"]}">{figure(first["bytes_demand"], "bytes")}</td>'
     assert cell in bytes_only
-    everything = head_html(ALL) + body_html(rows, ALL)
+    everything = layer_html(rows, ALL)
     assert all(f'data-col="{c.name}"' in everything for c in COLUMNS)
 
 
@@ -119,16 +126,16 @@ def test_heat_levels():
 def test_the_conversation_is_shown_as_text(live):
     live.wait_tokens(3)
     snap = live.session.snapshot()  # one snapshot: the engine may start a new turn meanwhile
-    html = PageView(lambda settings: "", None).render(snap)
+    html = PageView(LIVE, None).render(snap)
     assert '<span id="st-workload">corpus, turn 1</span>' in html
     assert '<div id="phases">' in html and "<b>prefill</b>" in html and "ttft_ms" in html
     assert '<div id="text">' in html and html_escape(snap["text"]["prompt"]) in html
     snap = dict(snap, text=None)
-    assert "no tokenizer.json" in PageView(lambda settings: "", None).render(snap)
+    assert "no tokenizer.json" in PageView(LIVE, None).render(snap)
 
 
 def test_the_engines_notes_are_shown_and_say_how_to_read_the_predictors_under_drop(live):
-    view = PageView(lambda settings: "", None)
+    view = PageView(LIVE, None)
     assert '<ul id="notes" role="status"></ul>' in view.render(live.session.snapshot())
     live.controller.change({"drop_cold": 0.1})
     html = view.render(live.session.snapshot())

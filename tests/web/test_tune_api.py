@@ -8,6 +8,8 @@ import time
 
 import httpx
 
+from tests.control.shapes import assert_shaped
+from tuner.control.answers import TuneStatus
 from tuner.tune import run
 
 
@@ -28,6 +30,7 @@ def test_a_tune_runs_on_the_server_and_pauses_the_live_session(live, hold):
                                                  "space": "prefetch=off|stale"})
     assert r.status_code == 202, r.text
     assert r.json()["space"]["prefetch"] == "off|stale"
+    assert_shaped(r.json(), TuneStatus)
     assert live.session.state == "paused"  # a tune and the live session never measure together
     busy = httpx.post(f"{live.url}/api/ab", json={"a": "baseline", "b": "2q"})
     assert busy.status_code == 409 and "a tune is running" in busy.json()["detail"]
@@ -36,6 +39,7 @@ def test_a_tune_runs_on_the_server_and_pauses_the_live_session(live, hold):
     release.set()
     job = wait(live.url, lambda j: j["state"] != "running")
     assert job["state"] == "done", job
+    assert_shaped(live.controller.tune_status(), TuneStatus)  # as the route has it to serve
     assert [r["number"] for r in job["rows"]] == [0, 1, 2]
     assert job["best"]["number"] in job["front"]
     assert all(r["worker"] or r["rejected"] for r in job["rows"])

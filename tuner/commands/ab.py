@@ -14,9 +14,9 @@ from tuner.commands.args import (
     print_json,
     settings_from_args,
 )
+from tuner.control.report import knob_change, result_lines
 from tuner.errors import CommandError, Exit
 from tuner.format import figure
-from tuner.measure.report import knob_change, result_lines
 
 
 def register(p: argparse.ArgumentParser) -> None:

@@ -199,8 +199,8 @@ def _save_and_check(r: dict, args: argparse.Namespace, out) -> dict:
     """Saves the chosen trial as a preset, then A/Bs it against the baseline with `tuner
     ab`'s runner and prints its verdict."""
     from tuner.control.models import ABSpec
+    from tuner.control.report import result_lines
     from tuner.measure.ab import arm_settings, run_ab
-    from tuner.measure.report import result_lines
     from tuner.tune import study
 
     s = study.load_study(r["storage"], r["study"])

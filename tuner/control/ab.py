@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from tuner.control.answers import ABRun, ABStatus
 from tuner.control.models import ABRequest
 from tuner.control.slot import JobSlot
 from tuner.measure.compare import schedule
@@ -18,15 +19,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class ABJob(ABRequest):
+class ABJob(ABStatus):
     """An A/B as it runs: its request, then its progress."""
 
     kind: ClassVar[str] = "an A/B"
-    total_runs: int
-    state: Literal["running", "done", "failed"] = "running"
-    runs: list[dict[str, Any]] = []
-    result: dict[str, Any] | None = None
-    error: str | None = None
 
     @property
     def label(self) -> str:
@@ -36,8 +32,9 @@ class ABJob(ABRequest):
     def busy(self) -> bool:
         return self.state == "running"
 
-    def as_dict(self) -> dict[str, Any]:
-        return self.model_dump()
+    def status(self) -> ABStatus:
+        """The job as the API answers it: a copy, which a run ending cannot change."""
+        return ABStatus.model_construct(**self.model_dump())
 
 
 class ABRunner:
@@ -73,7 +70,8 @@ class ABRunner:
         from tuner.measure.ab import run_ab
 
         try:
-            result = run_ab(sa, sb, job, progress=lambda i, n, run: job.runs.append(run))
+            result = run_ab(sa, sb, job,
+                            progress=lambda i, n, run: job.runs.append(cast(ABRun, run)))
             end: dict[str, Any] = {"result": result, "state": "done"}
         except Exception as err:  # the job reports it; the live session carries on
             log.exception("A/B %s failed", job.label)

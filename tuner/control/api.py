@@ -27,6 +27,16 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast, get_type_hints
 
+from tuner.control.answers import (
+    ABStatus,
+    Budgets,
+    Curve,
+    KnobDiff,
+    KnobInfo,
+    PresetBody,
+    PresetInfo,
+    TuneStatus,
+)
 from tuner.control.models import ABRequest, RunState, SessionState, TuneRequest
 from tuner.vocabulary.snapshot import Experts, Snapshot
 
@@ -110,7 +120,7 @@ class Backend(ABC):
 
     # -- the operations ------------------------------------------------------------------
     @route("GET", "/api/knobs")
-    async def knobs(self) -> list[dict[str, Any]]:
+    async def knobs(self) -> list[KnobInfo]:
         """The knob table, one `Knob.as_dict()` per knob, in table order."""
 
     @route("GET", "/api/settings")
@@ -120,6 +130,11 @@ class Backend(ABC):
     @route("PATCH", "/api/settings")
     async def change(self, changes: Mapping[str, Any]) -> SessionState:
         """Applies `changes` as a whole at the next token boundary; raises Rejected."""
+
+    @route("GET", "/api/snapshot")
+    async def snapshot(self) -> Snapshot:
+        """Everything the engine measured, taken now (the websockets send the same, at
+        their rate; `latest()` is the newest a backend has without asking)."""
 
     @route("POST", "/api/session/pause")
     async def pause(self) -> RunState:
@@ -135,18 +150,23 @@ class Backend(ABC):
 
     @route("POST", "/api/budgets")
     async def window_budgets(self, weights: str = "hits", apply: bool = False
-                             ) -> dict[str, Any]:
+                             ) -> Budgets:
         """Per-layer quotas from the window's routings, with `apply` applied (arena_split =
         layers); what `tuner budgets` prints, plus the settings `version` when applied.
         Raises Rejected when the window is empty or the quotas do not fit."""
 
     @route("GET", "/api/presets")
-    async def presets(self) -> list[dict[str, Any]]:
-        """Every preset: {name, shipped, meta, knobs, error}."""
+    async def presets(self) -> list[PresetInfo]:
+        """Every preset; a broken file is listed with its error."""
+
+    @route("GET", "/api/presets/{name}")
+    async def preset(self, name: str) -> PresetBody:
+        """One preset: its [preset] metadata and its knobs. Raises BackendError for an
+        unknown name or a broken file."""
 
     @route("POST", "/api/presets/{name}")
     async def save_preset(self, name: str, description: str | None,
-                          overwrite: bool = False) -> dict[str, Any]:
+                          overwrite: bool = False) -> PresetBody:
         """Saves the current settings as a user preset. Raises Conflict when a user preset
         of that name exists and not `overwrite`; BackendError for a shipped name.
         `description` None keeps a replaced preset's description."""
@@ -156,21 +176,25 @@ class Backend(ABC):
         """The preset's knobs on top of the defaults (the session knobs stay unless it sets
         them), applied at the next token boundary."""
 
+    @route("DELETE", "/api/presets/{name}")
+    async def delete_preset(self, name: str) -> None:
+        """Deletes a user preset. Raises BackendError for a shipped or unknown one."""
+
     @route("GET", "/api/presets/{name}/diff", query=("against",))
     async def diff_preset(self, name: str, against: str | None = None
-                          ) -> list[dict[str, Any]]:
+                          ) -> list[KnobDiff]:
         """Knobs where preset `name` (a) and preset `against` or the current settings (b)
         differ: [{knob, env, a, b}]."""
 
     @route("POST", "/api/ab")
-    async def start_ab(self, request: ABRequest) -> dict[str, Any]:
+    async def start_ab(self, request: ABRequest) -> ABStatus:
         """Starts an A/B of two presets in the background, the live session paused while it
         runs; returns the job: the request, then {total_runs, state, runs, result, error}.
         Raises BackendError for an unknown preset or while a job runs; nothing starts
         then."""
 
     @route("GET", "/api/ab", none_when=404)
-    async def ab_status(self) -> dict[str, Any] | None:
+    async def ab_status(self) -> ABStatus | None:
         """The latest A/B job (as `start_ab` returns it), or None when none was started."""
 
     @route("GET", "/api/experts", query=("view",))
@@ -178,21 +202,21 @@ class Backend(ABC):
         """Per layer and expert: routings, sync misses and residency (`Session.experts`)."""
 
     @route("GET", "/api/curve")
-    async def curve(self) -> dict[str, Any] | None:
+    async def curve(self) -> Curve | None:
         """The newest live hit curve (tuner.traces.curve), or None while the first one is
         being computed."""
 
     @route("POST", "/api/tune")
-    async def start_tune(self, request: TuneRequest) -> dict[str, Any]:
+    async def start_tune(self, request: TuneRequest) -> TuneStatus:
         """Starts a tune from the live settings in the background, the live session paused
         while it runs; returns the job. Raises BackendError for a bad space or fix, or
         while a job runs; nothing starts then."""
 
     @route("GET", "/api/tune", none_when=404)
-    async def tune_status(self) -> dict[str, Any] | None:
+    async def tune_status(self) -> TuneStatus | None:
         """The latest tune job, or None when none was started."""
 
     @route("POST", "/api/tune/stop", none_when=404)
-    async def stop_tune(self) -> dict[str, Any] | None:
+    async def stop_tune(self) -> TuneStatus | None:
         """Ends the tune at the next token; the job, or None when none was started."""
 

@@ -18,11 +18,21 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
 from tuner.control.ab import ABRunner
+from tuner.control.answers import (
+    ABStatus,
+    Budgets,
+    Curve,
+    KnobDiff,
+    KnobInfo,
+    PresetBody,
+    PresetInfo,
+    TuneStatus,
+)
 from tuner.control.errors import ApplyTimeout
 from tuner.control.models import ABRequest, RunState, SessionState, TuneRequest
 from tuner.control.slot import JobSlot
@@ -36,7 +46,7 @@ from tuner.traces.curve import LiveCurve
 from tuner.vocabulary import trace_format
 from tuner.vocabulary.inputs import shown
 from tuner.vocabulary.model_config import ModelConfig, ModelError
-from tuner.vocabulary.snapshot import Experts
+from tuner.vocabulary.snapshot import Experts, Snapshot
 from tuner.vocabulary.trace_format import Trace, TraceError
 
 # While a UI or the server shares the engine's process, a thread that wants the GIL waits
@@ -101,8 +111,10 @@ class Controller:
         return int(self.session.applied_version)
 
     # -- the operations (tuner.control.api documents each) ----------------------------
-    def knobs(self) -> list[dict[str, Any]]:
-        return [k.as_dict() for k in KNOBS]
+    # The rooms below answer plain dicts; they are typed here, at the boundary, as
+    # tuner.control.answers declares them (tests/control/test_answers.py checks the keys).
+    def knobs(self) -> list[KnobInfo]:
+        return [cast(KnobInfo, k.as_dict()) for k in KNOBS]
 
     def state(self) -> SessionState:
         """Version and settings as the engine runs them, read together."""
@@ -119,6 +131,9 @@ class Controller:
             self._submit(apply(self.settings, changes))
             return self.state()
 
+    def snapshot(self) -> Snapshot:
+        return self.session.snapshot()
+
     def pause(self) -> RunState:
         self.session.pause()
         return RunState(state=self.session.state)
@@ -133,7 +148,7 @@ class Controller:
         self.session.reset_counters(wait=self.apply_timeout)
         return RunState(state=self.session.state)
 
-    def window_budgets(self, weights: str = "hits", apply: bool = False) -> dict[str, Any]:
+    def window_budgets(self, weights: str = "hits", apply: bool = False) -> Budgets:
         """Per-layer quotas for the running arena from the routings of the session's window
         (and, for `weights` stall, the stall per miss it measured), checked by replaying
         the window; with `apply`, runs them (arena_split = layers). Raises SettingsError."""
@@ -148,7 +163,7 @@ class Controller:
                 "layer_sync_misses": [r["sync_misses"] for r in window]}
         trace = Trace(routes.astype(np.int32), meta)
         try:
-            out: dict[str, Any] = plan(trace, snap["arena"]["slots"], weights)
+            out = cast(Budgets, plan(trace, snap["arena"]["slots"], weights))
         except BudgetError as err:
             raise SettingsError({"arena_budgets": str(err)}) from None
         if apply:
@@ -156,13 +171,20 @@ class Controller:
                                           "arena_budgets": tuple(out["quotas"])}).version
         return out
 
-    def presets(self) -> list[dict[str, Any]]:
-        return self.store.list()
+    def presets(self) -> list[PresetInfo]:
+        return cast(list[PresetInfo], self.store.list())
+
+    def preset(self, name: str) -> PresetBody:
+        return cast(PresetBody, self.store.get(name).as_dict())
 
     def save_preset(self, name: str, description: str | None,
-                    overwrite: bool = False) -> dict[str, Any]:
+                    overwrite: bool = False) -> PresetBody:
         """Saves the current settings; see Store.save for shipped names and overwriting."""
-        return self.store.save(name, self.settings, description, None, overwrite).as_dict()
+        saved = self.store.save(name, self.settings, description, None, overwrite)
+        return cast(PresetBody, saved.as_dict())
+
+    def delete_preset(self, name: str) -> None:
+        self.store.delete(name)
 
     def apply_preset(self, name: str) -> SessionState:
         """The preset's knobs on top of the defaults, so a preset is a whole tuning; the
@@ -172,35 +194,35 @@ class Controller:
             self._submit(self.preset_settings(name))
             return self.state()
 
-    def diff_preset(self, name: str, against: str | None = None) -> list[dict[str, Any]]:
+    def diff_preset(self, name: str, against: str | None = None) -> list[KnobDiff]:
         """Knobs that differ between preset `name` and preset `against` (or the current
         settings)."""
         b = self.preset_settings(against) if against else self.settings
-        return knob_diff(self.preset_settings(name), b)
+        return cast(list[KnobDiff], knob_diff(self.preset_settings(name), b))
 
-    def start_ab(self, request: ABRequest) -> dict[str, Any]:
-        return self.ab.start(request).as_dict()
+    def start_ab(self, request: ABRequest) -> ABStatus:
+        return self.ab.start(request).status()
 
-    def ab_status(self) -> dict[str, Any] | None:
+    def ab_status(self) -> ABStatus | None:
         job = self.ab.job
-        return None if job is None else job.as_dict()
+        return None if job is None else job.status()
 
     def experts(self, view: Literal["window", "cumulative"] = "window") -> Experts:
         return self.session.experts(view == "window")
 
-    def curve(self) -> dict[str, Any] | None:
-        return self.curve_worker.latest()
+    def curve(self) -> Curve | None:
+        return cast(Curve | None, self.curve_worker.latest())
 
-    def start_tune(self, request: TuneRequest) -> dict[str, Any]:
-        return self.tune.start(request).as_dict()
+    def start_tune(self, request: TuneRequest) -> TuneStatus:
+        return self.tune.start(request).status()
 
-    def tune_status(self) -> dict[str, Any] | None:
+    def tune_status(self) -> TuneStatus | None:
         job = self.tune.job
-        return None if job is None else job.as_dict()
+        return None if job is None else job.status()
 
-    def stop_tune(self) -> dict[str, Any] | None:
+    def stop_tune(self) -> TuneStatus | None:
         job = self.tune.stop()
-        return None if job is None else job.as_dict()
+        return None if job is None else job.status()
 
     # -- presets -----------------------------------------------------------------------
     def preset_settings(self, name: str) -> Settings:

@@ -30,7 +30,6 @@ class EmbeddedBackend(Backend):
 
     def __init__(self, controller: Controller):
         self.controller = controller
-        self.session = controller.session
         self._switch_interval = sys.getswitchinterval()
 
     async def open(self) -> None:
@@ -41,7 +40,7 @@ class EmbeddedBackend(Backend):
 
     def latest(self) -> Snapshot | None:
         # The session builds a snapshot on request, so the newest is always the one taken.
-        return self.session.snapshot()
+        return self.controller.snapshot()
 
     async def call(self, operation: Operation, arguments: dict[str, Any]) -> Any:
         method = getattr(self.controller, operation.name)

@@ -2,7 +2,9 @@
 the HTTP status the server answers with, and the same table tells a backend which error
 to raise, so an operation fails alike in this process and across the network.
 
-Every class here derives from TunerError: its message is the one line to show.
+Every class here derives from TunerError: its message is the one line to show. The errors
+of the rooms below that an operation passes on (a settings change's, a preset's) are named
+here too, so a view catches them from the control plane, the only room it sees.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from tuner.presets import (
     PresetWriteError,
 )
 from tuner.settings import SettingsError
+
+__all__ = ["ApplyTimeout", "BackendError", "Conflict", "JobBusy", "PresetError",
+           "PresetExists", "PresetNotFound", "PresetReadOnly", "PresetWriteError", "Rejected",
+           "SettingsError", "Unreachable", "as_backend_error", "backend_error", "http_status"]
 
 
 class ApplyTimeout(TunerError, RuntimeError):

@@ -39,8 +39,9 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import ErrorDetails, core_schema
 
 from tuner.measure.rules import RULESETS, check_limits
+from tuner.presets import BASELINE as BASELINE
 from tuner.presets import check_name
-from tuner.settings import SettingsError, shown
+from tuner.settings import Settings, SettingsError, from_texts, shown
 from tuner.traces.budgets import WEIGHTS
 from tuner.tune.worker import DEFAULT_OBJECTIVE, OBJECTIVES
 from tuner.vocabulary.workload import NAMES as WORKLOADS
@@ -49,8 +50,12 @@ from tuner.vocabulary.workload import check as check_workload
 from tuner.vocabulary.workload import check_name as check_workload_name
 
 M = TypeVar("M", bound=BaseModel)
+KnobValue = bool | int | float | str  # a knob's value, as its table entry types it
 
-BASELINE = "baseline"  # the preset a UI offers as arm A
+# A view sees the control plane only: what its forms offer and check comes from here, as
+# the rooms that own it define it: BASELINE (the shipped preset a UI offers as arm A),
+# WORKLOADS and RULESETS (the built-in names), check_name (a preset's name).
+
 # What an A/B or a tune may ask for, on the command line as on a running server (where it
 # pauses the live session while it runs, so its runs are bounded).
 AB_PAIRS = (1, 8)
@@ -183,9 +188,8 @@ def problems(errors: Sequence[ErrorDetails], skip: int = 0) -> dict[str, str]:
 def field_order(model: type[BaseModel]) -> list[str]:
     """The model's fields as a form lists them: its own first, then those it shares with
     other requests (the quality gate)."""
-    own = [name for cls in model.__mro__ if issubclass(cls, BaseModel)
-           for name in vars(cls).get("__annotations__", {}) if name in model.model_fields]
-    return list(dict.fromkeys(own))
+    shared = list(QualityGate.model_fields) if issubclass(model, QualityGate) else []
+    return [name for name in model.model_fields if name not in shared] + shared
 
 
 class Request(BaseModel):
@@ -294,10 +298,8 @@ class ABRequest(ABSpec):
         return check_name(name)  # a PresetError (a ValueError) says what a name may be
 
 
-class TuneRequest(QualityGate):
-    """A tune asked of a running server: Optuna trials from the live settings as the
-    baseline, with the live session paused while it runs; with a quality limit the lossy
-    knobs join the search."""
+class TuneSpec(QualityGate):
+    """What a tune measures: its trials, their tokens and objective, the quality gate."""
 
     trials: Annotated[Whole, Within(*TUNE_TRIALS)] = Field(12, title="trials",
                                                            description="trials to run")
@@ -307,6 +309,13 @@ class TuneRequest(QualityGate):
     objective: Annotated[str, OneOf(tuple(OBJECTIVES))] = Field(
         DEFAULT_OBJECTIVE, title="objective: ms or stall",
         description="time objective: ms per token or exposed stall per token")
+
+
+class TuneRequest(TuneSpec):
+    """A tune asked of a running server: Optuna trials from the live settings as the
+    baseline, with the live session paused while it runs; with a quality limit the lossy
+    knobs join the search."""
+
     space: str = Field("", max_length=2000, title="space: knob=lo:hi,knob=a|b",
                        description="search ranges replacing the knob table's: knob=low:high "
                                    "or knob=a|b, separated by commas")
@@ -327,6 +336,23 @@ class SettingsPatch(RootModel[dict[str, Any]]):
             raise SettingsError({"settings": "the body must be a JSON object of knob: value, "
                                              f"got {type(body).__name__}"})
         return cls(body)
+
+    @classmethod
+    def of_texts(cls, texts: Mapping[str, KnobValue]) -> SettingsPatch:
+        """Values typed as text (a form's field, a dialog's) as their knobs' types; a
+        SettingsError names every one that is not. Typed values pass as they are."""
+        return cls(from_texts(texts))
+
+    @classmethod
+    def documented(cls) -> dict[str, Any]:
+        """The patch as the API documents it: any subset of the knobs (STRATA_* aliases
+        are taken too), with the table's types and ranges."""
+        schema = Settings.model_json_schema(by_alias=False)
+        schema.pop("required", None)
+        schema["title"] = "SettingsChanges"
+        schema["description"] = ("knob name (or STRATA_* alias) -> new value; validated as "
+                                 "a whole, applied at the next token boundary")
+        return schema
 
 
 class SettingsMessage(Request):
@@ -356,7 +382,7 @@ class SessionState(BaseModel):
     """The settings the engine runs, read together with their version."""
 
     version: int = Field(description="settings version the engine runs now")
-    settings: dict[str, Any] = Field(description="every knob by name")
+    settings: dict[str, KnobValue] = Field(description="every knob by name")
     state: str = Field(description="running, paused or error")
 
 

@@ -15,12 +15,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 from uuid import uuid4
 
 from pydantic import ConfigDict, Field
 
-from tuner.control.models import TuneRequest
+from tuner.control.answers import TuneStatus, TuneTrial
+from tuner.control.models import TuneRequest, TuneSpec
 from tuner.control.slot import JobSlot
 from tuner.settings import non_default
 from tuner.tune.worker import SENTINEL_EVERY
@@ -37,22 +38,22 @@ LIVE = "live-"  # the study names of tunes started from a UI: live-<time>-<id>
 STOP_WAIT_S = 3.0  # how long a stopping server waits for its tune to end at a token
 
 
-class TuneJob(TuneRequest):
-    """A tune as it runs: its request, then its trials. Its `space` answers as `searched`:
-    what each knob ranged over, pinned knobs included."""
+class TuneJob(TuneStatus):
+    """A tune as it runs: its status, kept current, with the request as it was asked (a
+    later server lists the tune from it) and the event that stops it."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     kind: ClassVar[str] = "a tune"
-    searched: dict[str, str]  # knob -> range, values or =pinned value
-    study: str
-    storage: str
-    sentinel_every: int = SENTINEL_EVERY
-    state: Literal["running", "stopping", "done", "stopped", "failed"] = "running"
-    running: int | None = None  # the trial being measured now
-    rows: list[dict[str, Any]] = []
-    front: list[int] = []  # trial numbers on the Pareto front
-    error: str | None = None
+    request: TuneRequest = Field(exclude=True)
     stop: threading.Event = Field(default_factory=threading.Event, exclude=True)
+
+    @classmethod
+    def of(cls, request: TuneRequest, space: dict[str, str], study: str,
+           storage: str) -> TuneJob:
+        """The job of `request`, searching `space` in `study`."""
+        asked = request.model_dump(include=set(TuneSpec.model_fields))
+        return cls(**asked, space=space, study=study, storage=storage,
+                   sentinel_every=SENTINEL_EVERY, request=request)
 
     @property
     def label(self) -> str:
@@ -62,16 +63,17 @@ class TuneJob(TuneRequest):
     def busy(self) -> bool:
         return self.state in ("running", "stopping")
 
-    @property
-    def best(self) -> dict[str, Any] | None:
-        """The fastest trial of the Pareto front so far."""
-        on_front = [r for r in self.rows if r["number"] in self.front]
-        return min(on_front, key=lambda r: (r["score_pct"], r["bytes_per_token"]),
-                   default=None)
+    def record(self, rows: list[TuneTrial], front: list[int]) -> None:
+        """The trials so far and the numbers of those on the Pareto front; the fastest of
+        the front is the best so far. New lists: a reader never sees one half-made."""
+        on_front = [r for r in rows if r["number"] in front]
+        self.best = min(on_front, key=lambda r: (r["score_pct"], r["bytes_per_token"]),
+                        default=None)
+        self.rows, self.front, self.done = rows, front, len(rows)
 
-    def as_dict(self) -> dict[str, Any]:
-        out = self.model_dump(exclude={"space", "fix", "searched"})
-        return {**out, "space": self.searched, "done": len(self.rows), "best": self.best}
+    def status(self) -> TuneStatus:
+        """The job as the API answers it: a copy, which a trial ending cannot change."""
+        return TuneStatus.model_construct(**self.model_dump())
 
 
 class TuneRunner:
@@ -108,9 +110,9 @@ class TuneRunner:
                     fix=request.fix, objective=request.objective, tokens=request.tokens,
                     warmup=request.tokens, max_kl=request.max_kl,
                     min_agreement=request.min_agreement)
-        job = TuneJob(**request.model_dump(), searched=spec.space_of().describe(),
-                      study=f"{LIVE}{time.strftime('%Y%m%d-%H%M%S')}-{uuid4().hex[:6]}",
-                      storage=storage_url(None))
+        job = TuneJob.of(request, spec.space_of().describe(),
+                         f"{LIVE}{time.strftime('%Y%m%d-%H%M%S')}-{uuid4().hex[:6]}",
+                         storage_url(None))
         self.slot.start(job, lambda: self._run(job, spec))
         return job
 
@@ -146,11 +148,11 @@ class TuneRunner:
 
         if kind == "start":
             if "request" not in study.user_attrs:  # for a later server to list the job
-                study.set_user_attr("request", job.model_dump(include=REQUEST_FIELDS))
+                study.set_user_attr("request", job.request.model_dump())
             job.running = r["number"]
             return
-        job.rows = [*job.rows, r]  # a new list: readers never see one half-appended
-        job.front = [t.number for t in front(study)]
+        # a "done" event's r is a trial's row
+        job.record([*job.rows, cast(TuneTrial, r)], [t.number for t in front(study)])
         if job.running == r["number"]:  # told once the baseline after it is in
             job.running = None
 
@@ -169,9 +171,6 @@ class TuneRunner:
         finally:
             job.running = None
         return job
-
-
-REQUEST_FIELDS = set(TuneRequest.model_fields)
 
 
 def _why(err: Exception) -> str:
@@ -213,6 +212,7 @@ def _read_tune(storage: str) -> TuneJob | None:
     asked = {"trials": max(1, len(found)), "tokens": spec["span"]["tokens"],
              "objective": spec["objective"], **spec["gate"],
              **study.user_attrs.get("request", {})}
-    return TuneJob(**asked, searched=spec["space"], study=study.study_name, storage=storage,
-                   state="stopped", rows=found, front=[t.number for t in front(study)],
-                   error="the server running it stopped before it finished")
+    job = TuneJob.of(TuneRequest(**asked), spec["space"], study.study_name, storage)
+    job.state, job.error = "stopped", "the server running it stopped before it finished"
+    job.record(cast(list[TuneTrial], found), [t.number for t in front(study)])
+    return job

@@ -8,6 +8,7 @@ export side is imported where a command needs it (`tuner.presets.export`).
 """
 
 from tuner.presets.store import (
+    BASELINE,
     STALE_TEMP_S,
     Preset,
     PresetError,
@@ -25,6 +26,6 @@ from tuner.presets.store import (
     user_dir,
 )
 
-__all__ = ["STALE_TEMP_S", "Preset", "PresetError", "PresetExists", "PresetNotFound",
+__all__ = ["BASELINE", "STALE_TEMP_S", "Preset", "PresetError", "PresetExists", "PresetNotFound",
            "PresetReadOnly", "PresetWriteError", "Store", "check_name", "knob_diff",
            "load_file", "parse", "resolve", "shipped_dir", "user_dir"]

@@ -41,6 +41,7 @@ from tuner.knobs import BY_NAME
 from tuner.settings import Settings, SettingsError, non_default, normalise, validate
 from tuner.vocabulary import inputs
 
+BASELINE = "baseline"  # the shipped preset of the engine's defaults: every A/B's usual arm A
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # whole names: use fullmatch
 META_KEYS = ("name", "description", "created", "engine_version", "based_on")
 STALE_TEMP_S = 60.0  # a temporary file older than this was left by a writer that died

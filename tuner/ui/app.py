@@ -12,12 +12,13 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 
+from tuner.control.answers import KnobInfo, KnobValue
 from tuner.control.api import Backend
 from tuner.control.errors import BackendError
 from tuner.control.models import SessionState, TuneRequest
@@ -34,6 +35,7 @@ from tuner.ui.screens.overview import OverviewScreen
 from tuner.ui.screens.presets import PresetsScreen
 from tuner.ui.screens.tune import TuneScreen
 from tuner.ui.screens.tune_dialog import TuneDialog
+from tuner.vocabulary.snapshot import Snapshot
 
 T = TypeVar("T")
 
@@ -58,7 +60,7 @@ class NotifyHandler(logging.Handler):
                                 markup=False)
 
 
-def painted_as(snap: dict[str, Any], link: str) -> tuple:
+def painted_as(snap: Snapshot, link: str) -> tuple:
     """What decides whether a screen needs painting again: new tokens, new settings, a
     changed state, a reset or a change of the connection."""
     return (snap["tokens"], snap["settings_version"],
@@ -101,9 +103,9 @@ class TunerApp(App[int]):
         super().__init__()
         self.backend = backend
         self.refresh_hz = refresh_hz
-        self.snapshot: dict[str, Any] | None = None
+        self.snapshot: Snapshot | None = None
         self.history = History()
-        self.knob_specs: list[dict[str, Any]] = []
+        self.knob_specs: list[KnobInfo] = []
         # The settings the engine runs, from the newest snapshot or a change's answer.
         self.state = SessionState(version=0, settings={}, state="")
         self._painted: tuple | None = None
@@ -213,7 +215,7 @@ class TunerApp(App[int]):
         job = await self.attempt(self.backend.tune_status(), "tune")
         if job is FAILED:
             return
-        if job is not None and job["state"] in ("running", "stopping"):
+        if job is not None and job.state in ("running", "stopping"):
             await self.push_screen(TuneScreen(job))
             return
         await self.push_screen(TuneDialog(), lambda answer: answer and self.run_worker(
@@ -240,7 +242,7 @@ class TunerApp(App[int]):
         self.run_worker(self._report(self.backend.window_budgets(weights, apply=True),
                                      budgets_line, "budgets"), group="apply")
 
-    async def set_knob(self, name: str, value: Any) -> None:
+    async def set_knob(self, name: str, value: KnobValue) -> None:
         await self.switch_mode("knobs")
         self.screen.submit({name: value})
 

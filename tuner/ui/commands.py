@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
@@ -21,7 +21,7 @@ from tuner.control.errors import BackendError
 if TYPE_CHECKING:
     from tuner.ui.app import TunerApp
 
-Command = tuple[str, str, Callable[[], Any]]  # text, help, callback
+Command = tuple[str, str, Callable[[], object]]  # text, help, callback
 
 
 class _Commands(Provider):

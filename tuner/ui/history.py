@@ -8,9 +8,9 @@ A figure the engine did not measure (None) adds no point.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 from tuner.vocabulary.counters import HEADLINES
+from tuner.vocabulary.snapshot import Snapshot
 
 
 class History:
@@ -18,7 +18,7 @@ class History:
         self.points: dict[str, deque[float]] = {h.key: deque(maxlen=length) for h in HEADLINES}
         self._tokens: int | None = None
 
-    def record(self, snapshot: dict[str, Any]) -> None:
+    def record(self, snapshot: Snapshot) -> None:
         tokens = snapshot["tokens"]
         if tokens == self._tokens:
             return

@@ -31,7 +31,7 @@ def create_app(controller: Controller, token: str | None = None, *,
     for any) that requests may name besides the address they arrived at (see gate).
     `send_timeout`: seconds a websocket send may take before the client counts as stalled
     and is closed."""
-    hub = Hub(controller.session.snapshot)
+    hub = Hub(controller.snapshot)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):

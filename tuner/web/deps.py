@@ -8,7 +8,8 @@ from fastapi import Depends, HTTPException
 from starlette.requests import HTTPConnection
 
 from tuner.control.controller import Controller
-from tuner.presets import PresetError, Store, check_name
+from tuner.control.errors import PresetError
+from tuner.control.models import check_name
 from tuner.web.hub import Hub
 from tuner.web.steering import Steering
 
@@ -28,13 +29,6 @@ def get_steering(conn: HTTPConnection) -> Steering:
 ControllerDep = Annotated[Controller, Depends(get_controller)]
 HubDep = Annotated[Hub, Depends(get_hub)]
 SteeringDep = Annotated[Steering, Depends(get_steering)]
-
-
-def get_store(controller: ControllerDep) -> Store:
-    return controller.store
-
-
-StoreDep = Annotated[Store, Depends(get_store)]
 
 
 def preset_name(name: str) -> str:

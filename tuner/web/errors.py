@@ -14,10 +14,9 @@ from fastapi.exceptions import RequestValidationError, WebSocketRequestValidatio
 from fastapi.responses import JSONResponse
 from starlette.websockets import WebSocket
 
-from tuner.control.errors import http_status
+from tuner.control.errors import SettingsError, http_status
 from tuner.control.models import problems
 from tuner.errors import TunerError
-from tuner.settings import SettingsError
 from tuner.web.gate import POLICY_VIOLATION, who
 
 log = logging.getLogger(__name__)

@@ -12,12 +12,14 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import cached_property
 from typing import Any
 
 import anyio
 import orjson
+
+from tuner.vocabulary.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +29,10 @@ MIN_RATE, MAX_RATE, DEFAULT_RATE = 0.5, 30.0, 10.0
 class Frame:
     """One snapshot, encoded at most once however many clients send it."""
 
-    def __init__(self, snapshot: dict[str, Any]):
+    def __init__(self, snapshot: Snapshot):
         self.snapshot = snapshot
-        self.pages: dict[Any, str] = {}  # the page's fragments of this snapshot, by view
+        # the page's fragments of this snapshot, by (view, column set)
+        self.pages: dict[tuple[str, str], str] = {}
 
     @cached_property
     def json(self) -> str:
@@ -89,7 +92,7 @@ class Outbox:
         return self._frame is not None and self._credit != 0
 
 
-async def send_loop(outbox: Outbox, send: Callable[[str], Any],
+async def send_loop(outbox: Outbox, send: Callable[[str], Awaitable[None]],
                     encode: Callable[[Frame], str | None]) -> None:
     """Sends replies as they come and at most `outbox.rate` frames per second, newest first.
     `encode` turns a frame into this client's message (None: nothing to send)."""
@@ -110,7 +113,7 @@ async def send_loop(outbox: Outbox, send: Callable[[str], Any],
 class Hub:
     """Takes snapshots from `take` while clients are connected; offers each to all."""
 
-    def __init__(self, take: Callable[[], dict[str, Any]]):
+    def __init__(self, take: Callable[[], Snapshot]):
         self._take = take
         self._outboxes: set[Outbox] = set()
         self._joined = asyncio.Event()

@@ -7,11 +7,10 @@ until then."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tuner import charts
-from tuner.control.ab import ABJob
-from tuner.control.tune import TuneJob
+from tuner.control.answers import ABStatus, TuneStatus
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -19,23 +18,25 @@ if TYPE_CHECKING:
 
 class JobCharts:
     def __init__(self) -> None:
-        # kind -> (the job it was drawn from, how far that job had got, the SVG)
-        self._kept: dict[str, tuple[Any, Any, str]] = {}
+        # kind -> (what the chart was drawn from, the SVG): a chart is a function of its
+        # data, so a job that ended with the same data is the same picture
+        self._kept: dict[str, tuple[object, str]] = {}
 
-    def _drawn(self, kind: str, job: Any, progress: Any, draw: Callable[[], Figure]) -> str:
+    def _drawn(self, kind: str, data: object, draw: Callable[[], Figure]) -> str:
         kept = self._kept.get(kind)
-        if kept is None or kept[0] is not job or kept[1] != progress:
-            self._kept[kind] = kept = (job, progress, charts.svg(draw()))
-        return kept[2]
+        if kept is None or kept[0] != data:
+            self._kept[kind] = kept = (data, charts.svg(draw()))
+        return kept[1]
 
-    def ab(self, job: ABJob | None) -> str:
-        if job is None or job.busy or not job.runs:
+    def ab(self, job: ABStatus | None) -> str:
+        if job is None or job.state == "running" or not job.runs:
             return ""
-        return self._drawn("ab", job, len(job.runs),
-                           lambda: charts.ab_chart(job.runs, job.result, (job.a, job.b)))
+        runs, result, labels = job.runs, job.result, (job.a, job.b)
+        return self._drawn("ab", (runs, result, labels),
+                           lambda: charts.ab_chart(runs, result, labels))
 
-    def tune(self, job: TuneJob | None) -> str:
-        if job is None or job.busy or not job.rows:
+    def tune(self, job: TuneStatus | None) -> str:
+        if job is None or job.state in ("running", "stopping") or not job.rows:
             return ""
-        return self._drawn("tune", job, (job.state, len(job.rows)),
-                           lambda: charts.tune_chart(job.rows, job.front))
+        rows, front = job.rows, job.front
+        return self._drawn("tune", (rows, front), lambda: charts.tune_chart(rows, front))

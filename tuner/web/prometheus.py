@@ -11,7 +11,6 @@ the counters are reset, which Prometheus treats as a counter reset.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from tuner.vocabulary.counters import (
     COUNTERS,
@@ -22,11 +21,13 @@ from tuner.vocabulary.counters import (
     TOTAL_BY_NAME,
     Shown,
 )
+from tuner.vocabulary.snapshot import Snapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def _family(name: str, kind: str, help_: str, samples: Iterable[tuple[str, Any]]) -> list[str]:
+def _family(name: str, kind: str, help_: str, samples: Iterable[tuple[str, float | None]]
+            ) -> list[str]:
     help_ = help_.replace("\\", "\\\\").replace("\n", "\\n")
     lines = [f"# HELP {name} {help_}", f"# TYPE {name} {kind}"]
     # None marks a figure with nothing to measure yet (a rate over zero lookups).
@@ -34,14 +35,14 @@ def _family(name: str, kind: str, help_: str, samples: Iterable[tuple[str, Any]]
     return lines
 
 
-def _per_layer(snapshot: dict[str, Any], col: Shown, counter: bool) -> list[str]:
+def _per_layer(snapshot: Snapshot, col: Shown, counter: bool) -> list[str]:
     name = f"tuner_layer_{col.name}" + ("_total" if counter else "")
     samples = [(f'{{layer="{row["layer"]}"}}', row[col.name]) for row in snapshot["layers"]]
     return _family(name, "counter" if counter else "gauge", f"{col.help} ({col.unit})",
                    samples)
 
 
-def render(snapshot: dict[str, Any]) -> str:
+def render(snapshot: Snapshot) -> str:
     lines = [
         *_family("tuner_tokens_total", "counter", "tokens decoded since the last reset",
                  [("", snapshot["tokens"])]),

@@ -1,48 +1,11 @@
-"""Shapes of the answers only the web serves (the curve, presets, errors) and of the
-documented errors, for the OpenAPI schema; requests and states are tuner.control.models."""
+"""Shapes of the documented errors, for the OpenAPI schema; requests and states are
+tuner.control.models, the other answers tuner.control.answers."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, Field
 
-from tuner.settings import Settings
 from tuner.web.limits import MAX_BODY
-
-
-class NextSize(BaseModel):
-    slots: int = Field(description="the next arena size of the curve")
-    added: int = Field(description="slots more than now")
-    gain_pp: float = Field(description="hit-rate points the running policy gains there")
-
-
-class Curve(BaseModel):
-    """The live hit curves (tuner.traces.curve); `error` alone when the computation
-    failed."""
-
-    arena: int | None = Field(None, description="the arena's slots now")
-    policy: str | None = Field(None, description="the running cache policy")
-    live_hit_rate: float | None = Field(None, description="the engine's own window hit rate")
-    settings_version: int | None = None
-    at_token: int | None = Field(None, description="tokens decoded when the routing was read")
-    window: int | None = Field(None, description="tokens of the window")
-    sizes: list[int] = Field([], description="arena sizes replayed")
-    working_set: int | None = Field(None, description="one token's routings (layers x top-k)")
-    working_sets: list[float] = Field([], description="each size in working sets")
-    hit_rate: dict[str, list[float | None]] = Field({}, description="policy (lru, 2q, opt) "
-                                                    "-> hit rate % at each size")
-    tokens: int | None = Field(None, description="tokens counted (the window's)")
-    warmup_tokens: int | None = Field(None, description="older tokens replayed first to "
-                                      "warm the arena, not counted")
-    at_arena: dict[str, float | None] = Field({}, description="each policy at the current "
-                                              "arena")
-    gap_pp: float | None = Field(None, description="Belady's bound minus the running policy "
-                                 "at the current arena")
-    next: NextSize | None = None
-    notes: list[str] = []
-    seconds: float | None = Field(None, description="time the replays took")
-    error: str | None = None
 
 
 class Problems(BaseModel):
@@ -56,39 +19,6 @@ class ProblemsError(BaseModel):
 
 class MessageError(BaseModel):
     detail: str
-
-
-class DiffRow(BaseModel):
-    knob: str
-    env: str
-    a: Any
-    b: Any
-
-
-class PresetInfo(BaseModel):
-    name: str
-    shipped: bool | None
-    meta: dict[str, Any]
-    knobs: dict[str, Any]
-    error: str | None = Field(None, description="why the file cannot be used, with its line")
-
-
-class PresetBody(BaseModel):
-    name: str
-    shipped: bool
-    meta: dict[str, Any]
-    knobs: dict[str, Any]
-
-
-def settings_patch_schema() -> dict[str, Any]:
-    """The PATCH body as documented: any subset of the knobs (STRATA_* aliases are accepted
-    too), with the table's types and ranges."""
-    schema = Settings.model_json_schema(by_alias=False)
-    schema.pop("required", None)
-    schema["title"] = "SettingsChanges"
-    schema["description"] = ("knob name (or STRATA_* alias) -> new value; validated as a "
-                             "whole, applied at the next token boundary")
-    return schema
 
 
 # Answers any route may give.

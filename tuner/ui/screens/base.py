@@ -3,13 +3,14 @@ painting from the newest snapshot when the app's repaint timer asks."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
 
 from tuner.ui.widgets.status import StatusLine
+from tuner.vocabulary.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from tuner.ui.app import TunerApp
@@ -29,12 +30,12 @@ class SnapshotScreen(Screen):
         enforced)."""
         raise NotImplementedError
 
-    def paint(self, snap: dict[str, Any]) -> None:
+    def paint(self, snap: Snapshot) -> None:
         backend = self.app.backend
         self.query_one(StatusLine).show(snap, backend.where, backend.link)
         self.show(snap)
 
-    def show(self, snap: dict[str, Any]) -> None:
+    def show(self, snap: Snapshot) -> None:
         """Puts the snapshot's figures on the screen (the status line is done)."""
 
     def waiting(self) -> None:

@@ -13,8 +13,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
+from tuner.control.errors import SettingsError
 from tuner.control.models import field_order, parse
-from tuner.settings import SettingsError
 
 R = TypeVar("R")
 M = TypeVar("M", bound=BaseModel)
@@ -44,7 +44,7 @@ def _input_type(annotation: Any) -> str:
     return "integer" if int in types else "number" if float in types else "text"
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return "" if value in (None, "", []) else str(value)
 
 

@@ -17,17 +17,19 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.markup import escape
 
+from tuner.control.answers import Curve
 from tuner.control.errors import BackendError
 from tuner.format import figure
 from tuner.ui.screens.base import SnapshotScreen
-from tuner.ui.widgets.heat_map import METRICS, HeatMap
+from tuner.ui.widgets.heat_map import METRICS, Cell, HeatMap
 from tuner.ui.widgets.readout import Readout
+from tuner.vocabulary.snapshot import Experts
 
 BAR = 40  # cells for a hit rate of 100 %
 METRIC_WORDS = {"routings": "routings", "misses": "sync misses", "resident": "resident"}
 
 
-def cell_text(cell: dict[str, Any] | None, data: dict[str, Any] | None) -> str:
+def cell_text(cell: Cell | None, data: Experts | None) -> str:
     """The figures of the heat map's cursor cell."""
     if cell is None or data is None:
         return "waiting for the first counts"
@@ -58,7 +60,7 @@ def bar(rate: float | None, bound: float | None) -> str:
     return f"[$primary]{'█' * solid}[/][$error]{'░' * gap}[/]"
 
 
-def curve_text(c: dict[str, Any] | None) -> str:
+def curve_text(c: Curve | None) -> str:
     if c is None:
         return "[b]hit rate over arena size[/]\ncomputing the first curve"
     if c.get("error"):
@@ -100,7 +102,7 @@ class ExpertsScreen(SnapshotScreen):
         super().__init__(**kwargs)
         self.windowed = True
         self.metric = METRICS[0]
-        self.data: dict[str, Any] | None = None
+        self.data: Experts | None = None
 
     def compose_body(self) -> ComposeResult:
         yield Readout(id="heat-caption")

@@ -20,11 +20,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Input, Label, Static
 
-from tuner.control.errors import BackendError, Rejected
+from tuner.control.answers import KnobValue
+from tuner.control.errors import BackendError, Rejected, SettingsError
+from tuner.control.models import SettingsPatch
 from tuner.format import knob_text
-from tuner.settings import SettingsError, from_texts
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.knob_field import KnobField, as_text
+from tuner.vocabulary.snapshot import Snapshot
 
 
 class KnobsScreen(SnapshotScreen):
@@ -77,12 +79,12 @@ class KnobsScreen(SnapshotScreen):
     def fields(self) -> dict[str, KnobField]:
         return {f.knob: f for f in self.query(KnobField)}
 
-    def show(self, snap: dict[str, Any]) -> None:
+    def show(self, snap: Snapshot) -> None:
         # Settings changed elsewhere (another client, a preset) reach the form here.
         if snap["settings_version"] > self.shown_version:
             self.sync(snap["settings"], snap["settings_version"])
 
-    def sync(self, settings: Mapping[str, Any], version: int) -> None:
+    def sync(self, settings: Mapping[str, KnobValue], version: int) -> None:
         self.shown_version = version
         for name, field in self.fields().items():
             if name in settings and not field.editing:
@@ -105,7 +107,7 @@ class KnobsScreen(SnapshotScreen):
         if isinstance(field, KnobField):
             self._edit(field, event.value)
 
-    def _edit(self, field: KnobField, value: Any) -> None:
+    def _edit(self, field: KnobField, value: KnobValue) -> None:
         current = self.app.state.settings.get(field.knob)
         if value == current or value == as_text(current):
             field.show_problem(None)
@@ -119,14 +121,14 @@ class KnobsScreen(SnapshotScreen):
             field.set_value(self.app.state.settings.get(field.knob))
             self._leave(field)
 
-    def submit(self, changes: Mapping[str, Any]) -> None:
+    def submit(self, changes: Mapping[str, KnobValue]) -> None:
         self.run_worker(self._apply(dict(changes)), group="apply")
 
-    async def _apply(self, changes: dict[str, Any]) -> None:
+    async def _apply(self, changes: dict[str, KnobValue]) -> None:
         fields = self.fields()
         try:
             # typed text becomes the knob's type here: the engine takes typed values only
-            state = await self.app.backend.change(from_texts(changes))
+            state = await self.app.backend.change(SettingsPatch.of_texts(changes).root)
         except (Rejected, SettingsError) as err:
             self._reject(changes, err.problems)
             return
@@ -149,7 +151,7 @@ class KnobsScreen(SnapshotScreen):
         problem.update(text)
         problem.display = bool(text)
 
-    def _reject(self, changes: Mapping[str, Any], problems: Mapping[str, str]) -> None:
+    def _reject(self, changes: Mapping[str, KnobValue], problems: Mapping[str, str]) -> None:
         """Shows each problem at its field (or above the form when it concerns several
         knobs) and puts the fields back to the values the engine still runs."""
         fields, settings = self.fields(), self.app.state.settings

@@ -11,6 +11,7 @@ from tuner.format import ALL, figure
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.layer_table import LayerTable
 from tuner.ui.widgets.readout import Readout
+from tuner.vocabulary.snapshot import Snapshot
 
 
 class LayersScreen(SnapshotScreen):
@@ -30,7 +31,7 @@ class LayersScreen(SnapshotScreen):
         yield Readout(id="layers-caption")
         yield LayerTable(id="layers")
 
-    def show(self, snap: dict[str, Any]) -> None:
+    def show(self, snap: Snapshot) -> None:
         table = self.query_one(LayerTable)
         if self.windowed:
             span = f"window: the last {figure(snap['window']['tokens'])} tokens"

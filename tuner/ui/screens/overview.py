@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
@@ -14,6 +12,7 @@ from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.readout import Readout
 from tuner.ui.widgets.trend import Trend
 from tuner.vocabulary.counters import HEADLINES, PHASE_FIGURES, PHASES, PREDICTORS, TOTAL_BY_NAME
+from tuner.vocabulary.snapshot import Snapshot
 
 RECENT_CHANGES = 5
 
@@ -36,7 +35,7 @@ class OverviewScreen(SnapshotScreen):
         yield Readout(id="changes", classes="facts")
         yield Readout(id="text", classes="facts")
 
-    def show(self, snap: dict[str, Any]) -> None:
+    def show(self, snap: Snapshot) -> None:
         window, cumulative = snap["window"]["totals"], snap["totals"]
         points = self.app.history.points
         for h in HEADLINES:
@@ -55,7 +54,7 @@ def _rows(title: str, rows: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def engine_facts(snap: dict[str, Any]) -> str:
+def engine_facts(snap: Snapshot) -> str:
     t, w, model, arena = snap["totals"], snap["window"]["totals"], snap["model"], snap["arena"]
     return _rows("engine", [
         ("model", f"{escape(model['name'])} ({escape(model['arch'])})"),
@@ -72,7 +71,7 @@ def engine_facts(snap: dict[str, Any]) -> str:
     ])
 
 
-def phase_facts(snap: dict[str, Any]) -> str:
+def phase_facts(snap: Snapshot) -> str:
     """Prefill and decode side by side, cumulative: each its own profile."""
     cols = [TOTAL_BY_NAME[key] for key in PHASE_FIGURES]
     width = max(len(c.name) for c in cols)
@@ -84,7 +83,7 @@ def phase_facts(snap: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def predictor_facts(snap: dict[str, Any]) -> str:
+def predictor_facts(snap: Snapshot) -> str:
     w = snap["window"]["totals"]
     rows = [(p, (f"{figure(w[f'{p}_pct'], '%')} % of slots, "
                  f"{figure(w[f'{p}_whole_pct'], '%')} % whole routings"))
@@ -92,7 +91,7 @@ def predictor_facts(snap: dict[str, Any]) -> str:
     return _rows("predictors (window)", rows)
 
 
-def changes(snap: dict[str, Any]) -> str:
+def changes(snap: Snapshot) -> str:
     lines = ["[b]recent settings changes[/]"]
     for change in snap["changes"][-RECENT_CHANGES:][::-1]:
         what = ", ".join(f"{k} {a!r} → {b!r}" for k, (a, b) in change["changed"].items())
@@ -110,7 +109,7 @@ def changes(snap: dict[str, Any]) -> str:
 TEXT_CHARS = 400  # the tail of the output that fits a few lines
 
 
-def conversation(snap: dict[str, Any]) -> str:
+def conversation(snap: Snapshot) -> str:
     text = snap.get("text")
     if text is None:
         return "[b]text[/]\nthis model has no tokenizer.json: no text"

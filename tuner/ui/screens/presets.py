@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
+from tuner.control.answers import KnobValue
 from tuner.control.errors import Conflict
 from tuner.control.models import ABRequest
 from tuner.format import knob_text
@@ -19,9 +20,10 @@ from tuner.ui.screens.ab_dialog import ABDialog
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.screens.dialog import Confirm
 from tuner.ui.screens.save_preset import SavePresetScreen
+from tuner.vocabulary.snapshot import Snapshot
 
 
-def knob_summary(knobs: dict[str, Any]) -> str:
+def knob_summary(knobs: dict[str, KnobValue]) -> str:
     return ", ".join(f"{k}={knob_text(v)}" for k, v in knobs.items()) or "(engine defaults)"
 
 
@@ -92,7 +94,7 @@ class PresetsScreen(SnapshotScreen):
         if self.selected:
             self.run_worker(partial(self.diff, self.selected), group="diff", exclusive=True)
 
-    def show(self, snap: dict[str, Any]) -> None:
+    def show(self, snap: Snapshot) -> None:
         # The settings moved (an apply, a change anywhere): the diff shown is redone.
         if self.diffed and self.diffed[1] != snap["settings_version"]:
             self.run_worker(partial(self.diff, self.diffed[0]), group="diff", exclusive=True)

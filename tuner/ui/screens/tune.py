@@ -3,13 +3,14 @@ the running one on top; `s` stops it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from tuner.control.answers import KnobValue, TuneStatus, TuneTrial
 from tuner.format import fixed
 from tuner.ui.screens.follow import follow_job
 
@@ -21,31 +22,31 @@ COLUMNS = (("trial", 6), ("state", 9), ("vs base %", 10), ("ms/token", 10), ("ba
 OVER = ("done", "stopped", "failed")
 
 
-def knobs(params: dict[str, Any]) -> str:
+def knobs(params: dict[str, KnobValue]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-def trial_knobs(r: dict[str, Any]) -> str:
+def trial_knobs(r: TuneTrial) -> str:
     """A trial's knobs; trial 0's are the baseline's own, and say so."""
     return ("the baseline's own values: " if r["baseline_values"] else "") + knobs(r["params"])
 
 
-def progress(job: dict[str, Any]) -> str:
-    head = (f"study {job['study']}: {job['done']} of {job['trials']} trials, {job['tokens']} "
-            f"measured tokens each, {job['objective']} objective; ")
-    if job["state"] == "failed":
-        return head + f"failed: {job['error']}"
-    if job["state"] == "running":
-        running = "-" if job["running"] is None else job["running"]
+def progress(job: TuneStatus) -> str:
+    head = (f"study {job.study}: {job.done} of {job.trials} trials, {job.tokens} "
+            f"measured tokens each, {job.objective} objective; ")
+    if job.state == "failed":
+        return head + f"failed: {job.error}"
+    if job.state == "running":
+        running = "-" if job.running is None else job.running
         return head + f"trial {running} running; the live session is paused (s: stop)"
-    if job["state"] == "stopping":
+    if job.state == "stopping":
         return head + "stopping"
-    return head + job["state"]
+    return head + job.state
 
 
-def best(job: dict[str, Any]) -> str:
-    b = job["best"]
-    front = ", ".join(str(n) for n in job["front"]) or "-"
+def best(job: TuneStatus) -> str:
+    b = job.best
+    front = ", ".join(str(n) for n in job.front) or "-"
     if b is None:
         return f"best so far: none yet; Pareto front: {front}"
     return (f"best so far: trial {b['number']}, {fixed(b['score_pct'], '+.1f')} % against its "
@@ -54,7 +55,7 @@ def best(job: dict[str, Any]) -> str:
             f"Pareto front (ms/token vs baseline, bytes/token): trials {front}")
 
 
-def cells(r: dict[str, Any], front: list[int]) -> tuple:
+def cells(r: TuneTrial, front: list[int]) -> tuple:
     state = "front" if r["number"] in front else ("rejected" if r["rejected"] else r["state"])
     return (r["number"], state, fixed(r["score_pct"], "+.1f"), fixed(r["ms_per_token"]),
             fixed(r["baseline_ms_per_token"]), fixed(r["bytes_per_token"], "d"),
@@ -69,7 +70,7 @@ class TuneScreen(Screen):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Back"),
                                              Binding("s", "stop", "Stop the tune")]
 
-    def __init__(self, job: dict[str, Any]):
+    def __init__(self, job: TuneStatus):
         super().__init__()
         self.job = job
 
@@ -88,28 +89,28 @@ class TuneScreen(Screen):
 
     async def follow(self) -> None:
         await follow_job(self, self.app.backend.tune_status, "tune",
-                         lambda job: job["state"] in OVER)
+                         lambda job: job.state in OVER)
 
-    def show(self, job: dict[str, Any]) -> None:
+    def show(self, job: TuneStatus) -> None:
         self.job = job
         self.query_one("#tune-progress", Static).update(progress(job))
         self.query_one("#tune-best", Static).update(best(job))
         table = self.query_one("#tune-trials", DataTable)
         with self.app.batch_update():
             keys = {k.value for k in table.rows}
-            if "running" in keys and job["running"] is None:
+            if "running" in keys and job.running is None:
                 table.remove_row("running")
-            for r in job["rows"]:  # keyed rows updated in place: the front moves
+            for r in job.rows:  # keyed rows updated in place: the front moves
                 key = str(r["number"])
                 if key in keys:
-                    for (name, _), value in zip(COLUMNS, cells(r, job["front"])):
+                    for (name, _), value in zip(COLUMNS, cells(r, job.front)):
                         table.update_cell(key, name, value)
                 else:
-                    table.add_row(*cells(r, job["front"]), key=key)
-            if job["running"] is not None:
-                row = (job["running"], "running", *("",) * (len(COLUMNS) - 2))
+                    table.add_row(*cells(r, job.front), key=key)
+            if job.running is not None:
+                row = (job.running, "running", *("",) * (len(COLUMNS) - 2))
                 if "running" in keys:
-                    table.update_cell("running", "trial", job["running"])
+                    table.update_cell("running", "trial", job.running)
                 else:
                     table.add_row(*row, key="running")
 

@@ -10,7 +10,7 @@ mouse) is the one whose figures the screen spells out.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 from rich.segment import Segment
@@ -25,10 +25,23 @@ from textual.strip import Strip
 
 from tuner.format import levels
 from tuner.ui.widgets.shades import shade_styles
+from tuner.vocabulary.snapshot import Experts
 
 METRICS = ("routings", "misses", "resident")
 SHADES = 6
 LABEL = 6  # "layer " column
+
+
+class Cell(TypedDict):
+    """The figures of one cell: a layer's expert (or neighbouring experts)."""
+
+    layer: int
+    first: int
+    last: int
+    routings: int
+    misses: int
+    resident: int | None  # how many of its experts are resident; None: no map yet
+    experts: int
 
 
 class HeatMap(ScrollView, can_focus=True):
@@ -61,13 +74,13 @@ class HeatMap(ScrollView, can_focus=True):
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self.metric = METRICS[0]
-        self.data: dict[str, Any] | None = None
+        self.data: Experts | None = None
         self._grid: np.ndarray | None = None  # [L, cells] of the metric
         self._levels: list[list[int | None]] = []
         self._styles: list[Style] = []
 
     # -- what it shows -------------------------------------------------------------------
-    def show(self, data: dict[str, Any], metric: str) -> None:
+    def show(self, data: Experts, metric: str) -> None:
         """`data`: the backend's `experts()` answer."""
         self.data, self.metric = data, metric
         self._regroup()
@@ -104,7 +117,7 @@ class HeatMap(ScrollView, can_focus=True):
         self.cursor = (min(layer, self._grid.shape[0] - 1), min(cell, cells - 1))
         self.virtual_size = Size(LABEL + cells * self.cell_width, 1 + self._grid.shape[0])
 
-    def cell(self) -> dict[str, Any] | None:
+    def cell(self) -> Cell | None:
         """The figures of the cursor cell: its layer, its experts and their counts."""
         data = self.data
         if data is None:

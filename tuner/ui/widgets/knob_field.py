@@ -8,18 +8,17 @@ applies them and tells the field to show a problem or take a value.
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
+from tuner.control.answers import KnobInfo, KnobValue
 from tuner.format import knob_text
 
 
-def as_text(value: Any) -> str:
+def as_text(value: object) -> str:
     return "" if value is None else str(value)
 
 
@@ -27,20 +26,20 @@ class KnobField(Grid):
     class Edited(Message):
         """The operator set a new value (Switch or Select changed, Input submitted)."""
 
-        def __init__(self, field: KnobField, value: Any):
+        def __init__(self, field: KnobField, value: KnobValue):
             super().__init__()
             self.field = field
             self.knob = field.knob
             self.value = value
 
-    def __init__(self, spec: dict[str, Any], value: Any):
+    def __init__(self, spec: KnobInfo, value: KnobValue | None):
         classes = "knob-field restart" if spec["restart"] else "knob-field"
         super().__init__(id=f"field-{spec['name']}", classes=classes)
         self.spec = spec
         self.knob: str = spec["name"]
         self.control = self._control(value)
 
-    def _control(self, value: Any) -> Widget:
+    def _control(self, value: KnobValue | None) -> Widget:
         spec, control_id = self.spec, f"knob-{self.knob}"
         if spec["kind"] == "flag":
             return Switch(value=bool(value), id=control_id)
@@ -85,7 +84,7 @@ class KnobField(Grid):
         """True while the operator is typing in the field: it is not overwritten then."""
         return isinstance(self.control, Input) and self.control.has_focus
 
-    def set_value(self, value: Any) -> None:
+    def set_value(self, value: KnobValue | None) -> None:
         """Shows `value` without reporting it as an edit."""
         control = self.control
         shown = bool(value) if isinstance(control, Switch) else (

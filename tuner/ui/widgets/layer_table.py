@@ -13,6 +13,7 @@ changed, and only the screen lines of changed rows are refreshed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -28,6 +29,7 @@ from textual.strip import Strip
 from tuner.format import COLUMN_SETS, LAYER, columns_of, figure, levels
 from tuner.ui.widgets.shades import shade_styles
 from tuner.vocabulary.counters import Shown
+from tuner.vocabulary.snapshot import LayerRow
 
 SHADES = 6
 PAD = 1  # blank cells on each side of a column
@@ -89,7 +91,7 @@ class LayerTable(ScrollView, can_focus=True):
         self.column_set = COLUMN_SETS[0]
         self.shown_columns: tuple[Shown, ...] = ()
         self._edges: list[int] = []  # where each shown column starts, and the end
-        self._values: dict[int, dict[str, Any]] = {}  # layer -> column -> raw value
+        self._values: dict[int, LayerRow] = {}  # layer -> column -> raw value
         self._cells: dict[int, tuple[Cell, ...]] = {}  # layer -> what its row shows
         self._strips: dict[int, Strip] = {}  # layer -> its row, drawn
         self._order: list[int] = []  # the layers top to bottom
@@ -148,7 +150,7 @@ class LayerTable(ScrollView, can_focus=True):
         return None
 
     # -- rows --------------------------------------------------------------------------
-    def show(self, rows: list[dict[str, Any]]) -> None:
+    def show(self, rows: list[LayerRow]) -> None:
         """Rows of the snapshot's `layers`; a column the engine did not send (a server of
         another version) shows as not measured."""
         self._values = {row["layer"]: row for row in rows}
@@ -175,7 +177,7 @@ class LayerTable(ScrollView, can_focus=True):
         self._refresh_rows([line for line, (was, now) in enumerate(zip(old, self._order))
                             if was != now or now in changed])
 
-    def _sorted(self, layers: Any) -> list[int]:
+    def _sorted(self, layers: Iterable[int]) -> list[int]:
         if not self.sort_column:
             return sorted(layers)
         column, sign = self.sort_column, -1 if self.largest_first else 1

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.markup import escape
 
 from tuner.format import figure
 from tuner.ui.widgets.readout import Readout
+from tuner.vocabulary.snapshot import Snapshot
 
 STATE_COLOURS = {"running": "$success", "paused": "$warning", "error": "$error"}
 
 
 class StatusLine(Readout):
-    def show(self, snap: dict[str, Any], where: str, link: str) -> None:
+    def show(self, snap: Snapshot, where: str, link: str) -> None:
         state = snap["state"]
         model = snap["model"]
         arena = snap["arena"]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, HTTPException
 
+from tuner.control.answers import ABStatus
 from tuner.control.models import ABRequest
 from tuner.web.deps import ControllerDep
 from tuner.web.schemas import BAD_JSON, BAD_PRESET, BUSY, NONE_YET
@@ -14,13 +13,13 @@ router = APIRouter(prefix="/api", tags=["ab"])
 
 
 @router.post("/ab", status_code=202, responses={**BAD_JSON, 404: BAD_PRESET[404], **BUSY})
-def start(request: ABRequest, controller: ControllerDep) -> dict[str, Any]:
+def start(request: ABRequest, controller: ControllerDep) -> ABStatus:
     """Starts A B A B ... A on fresh sessions; 409 while an A/B or a tune runs."""
     return controller.start_ab(request)
 
 
 @router.get("/ab", responses=NONE_YET)
-def status(controller: ControllerDep) -> dict[str, Any]:
+def status(controller: ControllerDep) -> ABStatus:
     """The latest A/B: state (running, done, failed), the runs so far, the result."""
     job = controller.ab_status()
     if job is None:

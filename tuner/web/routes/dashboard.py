@@ -1,56 +1,60 @@
-"""The browser dashboard: the page, its htmx fragments and its websocket of HTML updates."""
+"""The browser dashboard: the page, its htmx fragments and its websocket of HTML updates.
+
+It sees the control plane only: every figure and setting it shows comes from a Controller
+operation, and every fragment is a template's macro given a typed context
+(tuner.web.render)."""
 
 from __future__ import annotations
 
-from html import escape
-from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, WebSocket
 from fastapi.responses import HTMLResponse
-from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel
 
 from tuner.control.controller import Controller
-from tuner.control.errors import ApplyTimeout
+from tuner.control.errors import ApplyTimeout, PresetError, PresetExists, SettingsError
 from tuner.control.models import (
     AB_PAIRS,
     BASELINE,
+    RULESETS,
     RUN_TOKENS,
     TUNE_TRIALS,
+    WORKLOADS,
     ABRequest,
     BudgetsRequest,
+    SettingsPatch,
     TuneRequest,
     parse,
 )
+from tuner.control.tune import SENTINEL_EVERY
 from tuner.errors import TunerError
-from tuner.format import COLUMN_SETS, budgets_line, knob_text
-from tuner.knobs import BY_NAME, GROUPS, KNOBS
-from tuner.measure.report import repeated_figure
-from tuner.measure.rules import RULESETS
-from tuner.presets import PresetError, PresetExists
-from tuner.settings import SettingsError, from_texts
-from tuner.tune.worker import SENTINEL_EVERY
-from tuner.vocabulary.counters import HEADLINES
-from tuner.vocabulary.workload import NAMES as WORKLOADS
+from tuner.format import budgets_line
+from tuner.knobs import BY_NAME
 from tuner.web.connection import serve_client
 from tuner.web.deps import ControllerDep, HubDep, PresetName, SteeringDep
 from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox
 from tuner.web.job_charts import JobCharts
-from tuner.web.page import DEFAULT_COLUMNS, HEAT_LEVELS, PageView
+from tuner.web.page import PageView
+from tuner.web.render import (
+    ABForm,
+    Confirm,
+    Count,
+    JobView,
+    Page,
+    PresetsView,
+    TuneForm,
+    macros,
+    templates,
+)
 
 router = APIRouter(include_in_schema=False)
-templates = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
-# a figure or a knob's value reads as it does everywhere else
-templates.env.filters.update(figure=repeated_figure, knob_text=knob_text)
-GROUPED = [(g, [k for k in KNOBS if k.group == g]) for g in GROUPS
-           if any(k.group == g for k in KNOBS)]
 
 
-def _macros(name: str, request: Request | WebSocket):
-    """A template's macros, bound to what they need from the page."""
-    return templates.get_template(name).make_module({"base": request.scope.get("root_path", "")})
+def _macros(name: str, request: Request | WebSocket) -> Any:
+    """A template's macros, bound to the page's root path."""
+    return macros(name, request.scope.get("root_path", ""))
 
 
 def _html(markup: str) -> HTMLResponse:
@@ -59,45 +63,37 @@ def _html(markup: str) -> HTMLResponse:
     return HTMLResponse(markup)
 
 
+def _count(model: type[BaseModel], field: str, bounds: tuple[int, int]) -> Count:
+    return Count(model.model_fields[field].default, *bounds)
+
+
+AB_FIELDS = {"pairs": _count(ABRequest, "pairs", AB_PAIRS),
+             "tokens": _count(ABRequest, "tokens", RUN_TOKENS)}
+TUNE_FORM = TuneForm(_count(TuneRequest, "trials", TUNE_TRIALS),
+                     _count(TuneRequest, "tokens", RUN_TOKENS), SENTINEL_EVERY)
+
+
 @router.get("/", response_class=HTMLResponse)
 def page(request: Request, controller: ControllerDep) -> HTMLResponse:
     token = request.app.state.token
     base = request.scope.get("root_path", "")
     state = controller.state()
+    presets = controller.presets()
     # The page is rendered with this settings version: the stream sends the knob panel
     # again only when the version moves on, so a field being edited is not replaced.
     ws_query = {"rate": DEFAULT_RATE, "version": state.version,
                 **({"token": token} if token else {})}
-    return templates.TemplateResponse(request, "page.html", {
-        "base": base,
-        "static": f"{base}/static",
-        "token": token,
-        "ws_url": f"{base}/ui/ws?{urlencode(ws_query)}",
-        "groups": GROUPED,
-        "settings": state.settings,
-        "preset_list": controller.store.list(),
-        "ab_job": controller.ab.job,
-        "ab_chart": _charts(request).ab(controller.ab.job),
-        "ab_form": (AB_PAIRS, RUN_TOKENS, BASELINE, _default(ABRequest, "pairs"),
-                    _default(ABRequest, "tokens"), WORKLOADS, tuple(RULESETS)),
-        "headlines": HEADLINES,
-        "column_sets": COLUMN_SETS,
-        "column_set": DEFAULT_COLUMNS,
-        "tune_job": controller.tune_status(),
-        "tune_chart": _charts(request).tune(controller.tune.job),
-        "tune_form": (TUNE_TRIALS, RUN_TOKENS,
-                      _default(TuneRequest, "trials"), _default(TuneRequest, "tokens"),
-                      SENTINEL_EVERY),
-        "levels": HEAT_LEVELS,
-    })
+    return templates.TemplateResponse(request, "page.html", {"base": base, "page": Page(
+        token=token, ws_url=f"{base}/ui/ws?{urlencode(ws_query)}", settings=state.settings,
+        presets=PresetsView(presets),
+        ab_form=ABForm(presets, BASELINE, **AB_FIELDS, workloads=WORKLOADS,
+                       rulesets=tuple(RULESETS)),
+        ab=_ab_view(request, controller), tune_form=TUNE_FORM,
+        tune=_tune_view(request, controller))})
 
 
 def _charts(request: Request) -> JobCharts:
     return request.app.state.job_charts
-
-
-def _default(model: type[BaseModel], field: str) -> Any:
-    return model.model_fields[field].default
 
 
 async def form(request: Request) -> dict[str, str]:
@@ -117,22 +113,22 @@ async def change_knob(name: str, values: FormDep, request: Request, controller: 
     knob = BY_NAME.get(name)
     if knob is None:
         raise HTTPException(404, f"unknown knob {name!r}")
-    field = _macros("knobs.html", request).field
+    message = None
     try:
-        await steering.run(controller.change, from_texts({name: values.get("value", "")}))
+        changes = SettingsPatch.of_texts({name: values.get("value", "")}).root
+        await steering.run(controller.change, changes)
     except SettingsError as err:
         message = err.problems.get(name) or str(err)
-        return _html(field(knob, getattr(controller.settings, name), message))
     except ApplyTimeout as err:
-        return _html(field(knob, getattr(controller.settings, name), str(err)))
-    return _html(field(knob, getattr(controller.settings, name)))
+        message = str(err)
+    field = _macros("knobs.html", request).field
+    return _html(field(knob, controller.state().settings[name], message))
 
 
 def _presets_panel(request: Request, controller: Controller, message: str,
-                   error: bool = False, confirm: tuple[str, str] | None = None
-                   ) -> HTMLResponse:
+                   error: bool = False, confirm: Confirm | None = None) -> HTMLResponse:
     panel = _macros("presets.html", request).panel
-    return _html(panel(controller.store.list(), message, error, confirm))
+    return _html(panel(PresetsView(controller.presets(), message, error, confirm)))
 
 
 @router.post("/ui/presets/{name}/apply", response_class=HTMLResponse)
@@ -158,7 +154,7 @@ def save_preset(values: FormDep, request: Request, controller: ControllerDep) ->
     except PresetExists:
         return _presets_panel(request, controller, f"a user preset named {name} exists: "
                               "replace it with the current settings, or save under another "
-                              "name", error=True, confirm=(name, description))
+                              "name", error=True, confirm=Confirm(name, description))
     except PresetError as err:
         return _presets_panel(request, controller, str(err), error=True)
     return _presets_panel(request, controller,
@@ -166,32 +162,38 @@ def save_preset(values: FormDep, request: Request, controller: ControllerDep) ->
 
 
 @router.post("/ui/budgets", response_class=HTMLResponse)
-async def apply_budgets(values: FormDep, controller: ControllerDep,
+async def apply_budgets(values: FormDep, request: Request, controller: ControllerDep,
                         steering: SteeringDep) -> HTMLResponse:
     """Per-layer quotas from the window, applied; answers what was applied and the window
     replayed with and without them, or why nothing was."""
+    budgets = _macros("live.html", request).budgets
     try:
         asked = parse(BudgetsRequest, {**values, "apply": True})
         out = await steering.run(controller.window_budgets, asked.weights, asked.apply)
     except TunerError as err:
-        return _html(f'<span class="error">{escape(str(err))}</span>')
-    return _html(escape(budgets_line(out)))
+        return _html(budgets(None, str(err)))
+    return _html(budgets(budgets_line(out)))
 
 
 @router.get("/ui/presets/{name}/diff", response_class=HTMLResponse)
 def diff_preset(name: PresetName, request: Request, controller: ControllerDep) -> HTMLResponse:
+    diff = _macros("presets.html", request).diff
     try:
-        rows = controller.diff_preset(name, None)
+        return _html(diff(name, controller.diff_preset(name, None)))
     except TunerError as err:
-        return _html(f'<p class="error">{escape(str(err))}</p>')
-    return _html(_macros("presets.html", request).diff(name, rows))
+        return _html(diff(name, [], str(err)))
+
+
+def _ab_view(request: Request, controller: Controller, message: str | None = None,
+             error: bool = False) -> JobView:
+    job = controller.ab_status()
+    return JobView(job, _charts(request).ab(job), message, error)
 
 
 def _ab_status(request: Request, controller: Controller, message: str | None = None,
                error: bool = False) -> HTMLResponse:
     status = _macros("ab.html", request).status
-    job = controller.ab.job
-    return _html(status(job, _charts(request).ab(job), message, error))
+    return _html(status(_ab_view(request, controller, message, error)))
 
 
 @router.post("/ui/ab", response_class=HTMLResponse)
@@ -211,11 +213,16 @@ def ab_status(request: Request, controller: ControllerDep) -> HTMLResponse:
     return _ab_status(request, controller)
 
 
+def _tune_view(request: Request, controller: Controller, message: str | None = None,
+               error: bool = False) -> JobView:
+    job = controller.tune_status()
+    return JobView(job, _charts(request).tune(job), message, error)
+
+
 def _tune_status(request: Request, controller: Controller, message: str | None = None,
                  error: bool = False) -> HTMLResponse:
     status = _macros("tune.html", request).status
-    return _html(status(controller.tune_status(), _charts(request).tune(controller.tune.job),
-                        message, error))
+    return _html(status(_tune_view(request, controller, message, error)))
 
 
 @router.post("/ui/tune", response_class=HTMLResponse)
@@ -249,8 +256,7 @@ async def live(ws: WebSocket, hub: HubDep,
     when it has swapped one, {"view": ...} to switch the layer table between the sliding
     window and the whole run and {"columns": ...} to pick its column set. `version`: the
     settings version the page's knob panel shows."""
-    knob_panel = _macros("knobs.html", ws).panel
-    view = PageView(lambda settings: str(knob_panel(GROUPED, settings)), version)
+    view = PageView(_macros("live.html", ws), version)
 
     async def handle(message: Any, outbox: Outbox) -> None:
         if not isinstance(message, dict):

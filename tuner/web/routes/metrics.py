@@ -14,4 +14,4 @@ router = APIRouter(tags=["metrics"])
 @router.get("/metrics", response_class=PlainTextResponse)
 def metrics(controller: ControllerDep) -> PlainTextResponse:
     """Per-layer counters labelled by layer, in the Prometheus text format."""
-    return PlainTextResponse(render(controller.session.snapshot()), media_type=CONTENT_TYPE)
+    return PlainTextResponse(render(controller.snapshot()), media_type=CONTENT_TYPE)

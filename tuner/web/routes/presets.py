@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Query
 
+from tuner.control.answers import KnobDiff, PresetBody, PresetInfo
 from tuner.control.models import SaveRequest, SessionState
-from tuner.web.deps import ControllerDep, PresetName, SteeringDep, StoreDep, preset_name
+from tuner.web.deps import ControllerDep, PresetName, SteeringDep, preset_name
 from tuner.web.schemas import (
     BAD_JSON,
     BAD_PRESET,
     NOT_APPLIED,
     SAVE_CONFLICT,
     UNWRITABLE,
-    DiffRow,
     MessageError,
-    PresetBody,
-    PresetInfo,
     ProblemsError,
 )
 
@@ -25,14 +21,14 @@ router = APIRouter(prefix="/api/presets", tags=["presets"])
 
 
 @router.get("", response_model=list[PresetInfo])
-def list_presets(controller: ControllerDep) -> list[dict[str, Any]]:
+def list_presets(controller: ControllerDep) -> list[PresetInfo]:
     """Every preset; a broken file is listed with its error instead of failing the list."""
     return controller.presets()
 
 
 @router.get("/{name}", response_model=PresetBody, responses=BAD_PRESET)
-def show(name: PresetName, store: StoreDep) -> dict[str, Any]:
-    return store.get(name).as_dict()  # PresetNotFound: 404, naming the known ones
+def show(name: PresetName, controller: ControllerDep) -> PresetBody:
+    return controller.preset(name)  # PresetNotFound: 404, naming the known ones
 
 
 @router.post("/{name}", response_model=PresetBody, status_code=201,
@@ -40,7 +36,7 @@ def show(name: PresetName, store: StoreDep) -> dict[str, Any]:
                         403: {"model": MessageError, "description": "a shipped preset has "
                               "that name, or the presets folder takes no writes"},
                         422: {"model": ProblemsError}})
-def save(name: PresetName, body: SaveRequest, controller: ControllerDep) -> dict[str, Any]:
+def save(name: PresetName, body: SaveRequest, controller: ControllerDep) -> PresetBody:
     """Saves the current settings (only the knobs that differ from the defaults). A user
     preset of that name is replaced only with `overwrite`; a shipped name is refused."""
     return controller.save_preset(name, body.description, body.overwrite)
@@ -59,14 +55,14 @@ async def apply(name: PresetName, controller: ControllerDep,
 @router.delete("/{name}", status_code=204, responses={
     **BAD_PRESET, **UNWRITABLE, 403: {"model": MessageError, "description": "a shipped "
                                       "preset, or a presets folder that takes no writes"}})
-def delete(name: PresetName, store: StoreDep) -> None:
-    store.delete(name)  # a shipped one: PresetReadOnly, answered 403
+def delete(name: PresetName, controller: ControllerDep) -> None:
+    controller.delete_preset(name)  # a shipped one: PresetReadOnly, answered 403
 
 
-@router.get("/{name}/diff", response_model=list[DiffRow], responses=BAD_PRESET)
+@router.get("/{name}/diff", response_model=list[KnobDiff], responses=BAD_PRESET)
 def diff(name: PresetName, controller: ControllerDep,
          against: str | None = Query(None, description="another preset; none = the current "
-                                     "settings")) -> list[dict[str, Any]]:
+                                     "settings")) -> list[KnobDiff]:
     """Knobs whose values differ: `a` in this preset, `b` in `against`."""
     if against is not None:
         preset_name(against)

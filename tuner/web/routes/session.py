@@ -3,14 +3,14 @@ state."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter, Response
 
+from tuner.control.answers import Curve
 from tuner.control.models import RunState
 from tuner.vocabulary.snapshot import Experts, Snapshot
 from tuner.web.deps import ControllerDep
-from tuner.web.schemas import Curve
 
 router = APIRouter(prefix="/api", tags=["session"])
 
@@ -18,7 +18,7 @@ router = APIRouter(prefix="/api", tags=["session"])
 @router.get("/snapshot", response_model=Snapshot)
 def snapshot(controller: ControllerDep) -> Snapshot:
     """Everything the engine measured, as sent on the websocket (see `schema`)."""
-    return controller.session.snapshot()
+    return controller.snapshot()
 
 
 @router.get("/experts", response_model=Experts)
@@ -32,7 +32,7 @@ def experts(controller: ControllerDep,
 
 @router.get("/curve", response_model=Curve, responses={
     204: {"description": "no curve yet: the first is being computed; ask again"}})
-def curve(controller: ControllerDep) -> Any:
+def curve(controller: ControllerDep) -> Curve | Response:
     """Hit rate over arena sizes for the window's own routing, replayed under LRU, 2Q and
     Belady's bound, with the current arena, the live hit rate, the gap to the bound and
     what the next size up buys. Recomputed in the background once the session moved on."""

@@ -6,15 +6,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
+from tuner.control.answers import Budgets, KnobInfo
 from tuner.control.models import BudgetsRequest, SessionState, SettingsPatch
 from tuner.web.deps import ControllerDep, SteeringDep
-from tuner.web.schemas import BAD_SETTINGS, NOT_APPLIED, settings_patch_schema
+from tuner.web.schemas import BAD_SETTINGS, NOT_APPLIED
 
 router = APIRouter(prefix="/api", tags=["settings"])
 
 
 @router.get("/knobs")
-def knobs(controller: ControllerDep) -> list[dict[str, Any]]:
+def knobs(controller: ControllerDep) -> list[KnobInfo]:
     """Every knob: name, env alias, type, default, range, unit, group, live or restart, help."""
     return controller.knobs()
 
@@ -27,7 +28,7 @@ def current(controller: ControllerDep) -> SessionState:
 @router.patch("/settings", response_model=SessionState,
               responses={**BAD_SETTINGS, **NOT_APPLIED},
               openapi_extra={"requestBody": {"required": True, "content": {
-                  "application/json": {"schema": settings_patch_schema()}}}})
+                  "application/json": {"schema": SettingsPatch.documented()}}}})
 async def change(controller: ControllerDep, steering: SteeringDep,
                  body: Annotated[Any, Body()]) -> SessionState:
     """Changes some knobs. The whole result is validated first: on any bad value nothing is
@@ -38,7 +39,7 @@ async def change(controller: ControllerDep, steering: SteeringDep,
 
 @router.post("/budgets", responses={**BAD_SETTINGS, **NOT_APPLIED})
 async def budgets(controller: ControllerDep, steering: SteeringDep,
-                  request: BudgetsRequest) -> dict[str, Any]:
+                  request: BudgetsRequest) -> Budgets:
     """Per-layer quotas for the running arena from the hit curves of the window's routings
     (as `tuner budgets` computes them from a trace), with the window replayed in one shared
     LRU arena, an even split and these quotas; `apply` runs them (arena_split = layers) and

@@ -8,9 +8,8 @@ from fastapi import APIRouter, Query, WebSocket
 from pydantic import ValidationError
 
 from tuner.control.controller import Controller
-from tuner.control.errors import ApplyTimeout
+from tuner.control.errors import ApplyTimeout, SettingsError
 from tuner.control.models import SettingsMessage, problems
-from tuner.settings import SettingsError
 from tuner.web.connection import request_error, serve_client
 from tuner.web.deps import ControllerDep, HubDep, SteeringDep
 from tuner.web.hub import DEFAULT_RATE, MAX_RATE, MIN_RATE, Outbox

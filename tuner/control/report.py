@@ -1,31 +1,23 @@
-"""An A/B result as lines of text: what `tuner ab` prints and the terminal UI shows."""
+"""An A/B result as lines of text: what `tuner ab` prints and the terminal UI shows (the
+result as tuner.measure.ab writes it, the `result` of an A/B's status)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from tuner.format import figure, fixed, knob_text
+from tuner.control.answers import ABResult
+from tuner.format import fixed, knob_text, repeated_figure
 
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1f} %"
 
 
-def knob_change(r: dict[str, Any]) -> str:
+def knob_change(r: ABResult) -> str:
     diff = ", ".join(f"{d['knob']} {knob_text(d['a'])} -> {knob_text(d['b'])}"
                      for d in r["knob_diff"])
     return diff or "identical settings"
 
 
-def repeated_figure(value: Any, unit: str = "") -> str:
-    """An arm's counter: one figure where its runs agree, else each run's ("-" where a run
-    measured none)."""
-    if isinstance(value, list):
-        return " / ".join(figure(v, unit) for v in value)
-    return figure(value, unit)
-
-
-def _timing_lines(r: dict[str, Any]) -> list[str]:
+def _timing_lines(r: ABResult) -> list[str]:
     """Per-arm figures, each pair, the mean difference and the drift of one workload."""
     lines = []
     for arm in ("A", "B"):
@@ -47,7 +39,7 @@ def _timing_lines(r: dict[str, Any]) -> list[str]:
     return lines
 
 
-def phase_lines(r: dict[str, Any]) -> list[str]:
+def phase_lines(r: ABResult) -> list[str]:
     """Each arm's figures per phase on one workload (its first run; counts repeat)."""
     lines = [f"{'arm':>3} {'phase':<8} {'tokens':>6} {'ms/token':>9} {'sync/token':>10} "
              f"{'hits/token':>10} {'stall ms/token':>14}"]
@@ -61,7 +53,7 @@ def phase_lines(r: dict[str, Any]) -> list[str]:
     return lines
 
 
-def result_lines(r: dict[str, Any]) -> list[str]:
+def result_lines(r: ABResult) -> list[str]:
     """The timing figures of each workload, the rules' outcomes and the verdict."""
     workloads = r.get("workloads") or [r]
     notes = [f"note: {n}" for n in r.get("notes", [])]
