@@ -112,7 +112,7 @@ def _print(traces: list[Routing], model: Routing, public: list[Routing], out: di
         for i, share in enumerate(SHARES_PCT):
             print(f"  {c.name} at {share} %: {' > '.join(c.ranking(i))}")
     others = [model, *public]
-    print(f"\nKendall's tau-b of the rankings at {sizes} % (over the policies both have):")
+    print(f"\nKendall's tau-b of the rankings at {sizes} % (over the modes both measured):")
     print(_row("", [o.short[:WIDTH - 1] for o in others]))
     for t in traces:
         print(_row(f"  {t.name}", [" ".join(fixed(v, ".2f") for v in out["tau"][t.name][o.name])

@@ -32,8 +32,8 @@ The weights are random but structured so that routing fails the way a real MoE's
   and layers differ by their own character, not by depth (v3's random writes blurred the
   topics a little more at each layer: its locality and cacheability fell with depth); the
   first layer reads that structure at `first_context` of the others' weight, rising over
-  `context_layers`, so it routes by the token more than by the text around it and is the
-  least local layer, as in every real multi-layer log.
+  `context_layers`, so the first layers route by the token more than by the text around it
+  and are the least local, as the first layer is in every real multi-layer log.
 
 The recipe's defaults are the v2 demo's structure, which the tiny, deep and real-shape
 recipes keep (their bytes do not change); the v3 and v4 demo models set the fields above.
@@ -195,11 +195,11 @@ class Recipe:
 
 
 # v4: routing measured against public route logs (`tuner realism`): steady routers, so
-# layers differ without a depth trend and the first is the least local; a short topic dwell
-# (a token seldom follows itself) and a Gaussian popularity, so pinning the most-routed
-# pairs beats LRU at every size by the margins of most real logs, with every shape figure
-# in their range. v3 had the domains, the token's own part and layers of their own
-# character; its topic dwell was longer and its popularity log-normal.
+# layers differ without a depth trend and the first ones are the least local; a short topic
+# dwell (a token seldom follows itself) and a Gaussian popularity, so pinning the
+# most-routed pairs beats LRU at every size by the margins of most real logs, with every
+# shape figure in their range. v3 had the domains, the token's own part and layers of their
+# own character; its topic dwell was longer and its popularity log-normal.
 DEFAULT = Recipe(name="strata-demo-16x64-v4", noise=1.2, domains=16, domain=2.0,
                  affinity=2.5, popularity=1.2, layer_spread=0.15, steady_routers=True,
                  first_context=0.0, context_layers=3, lm_gain=2.2, lm_self=-0.5,
@@ -452,7 +452,8 @@ def layer_router(r: Recipe, layer: int, stream: Stream, g: torch.Generator) -> t
 
 def _character(r: Recipe, layer: int) -> tuple[float, float, torch.Tensor]:
     """The layer's topic affinity, its popularity's scale (times `popularity`) and each
-    expert's lean by domain [E, N]: the recipe's, each scale times exp(layer_spread * z).
+    expert's lean by domain [E, N]: the recipe's, each scale times exp(layer_spread * z),
+    and in the first `context_layers` layers times a weight rising from `first_context`.
     Drawn from the layer's own seed, apart from its weights', so recipes without domains or
     spread keep their bytes."""
     g = torch.Generator().manual_seed(r.seed * 7919 + layer)

@@ -64,7 +64,7 @@ VERDICTS = (("static", "lru"), ("static_half", "lru"), ("2q", "lru"), ("lru+prev
 TIE_PP = 0.5  # closer than this, two policies are as good as each other
 # From this many tokens on, no prefix of the demo model's own 2,000-token recording gives a
 # verdict opposite to the whole recording's (`tuner realism` on its first 128 ... 1,536
-# tokens; below, up to four verdicts flip)
+# tokens: v3's flipped up to four below 1,024, v4's one below 512)
 SETTLED_TOKENS = 1024
 DEMO_FILE, PUBLIC_FILE = "demo_routing.json", "public_routing.json"
 
