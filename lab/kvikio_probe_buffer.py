@@ -9,7 +9,7 @@ import sys
 
 faulthandler.enable()
 
-from tuner.engine import kvikio_reads  # noqa: E402
+from tuner.engine.memory import kvikio_reads  # noqa: E402
 
 
 @functools.cache

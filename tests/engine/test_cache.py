@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tuner.vocabulary.policies import TwoHit
 from tuner.vocabulary.slots import LIMBO, RESIDENT, SPEC, SlotMap
 
 
@@ -22,6 +23,20 @@ def test_seed000_cache_example():
     seq = "ABABAB" + "CD" * 10
     assert misses("lru", 3, seq) == 4
     assert misses("2q", 3, seq) == 22
+
+
+def test_two_hit_victims_cold_first_then_promoted_each_in_lru_order():
+    q = TwoHit()
+    for slot in range(4):
+        q.insert(slot, speculative=False)
+    q.insert(9, speculative=True)  # speculation goes to the victim end
+    for slot in (2, 0, 2, 0, 3):  # 2 then 0 promoted; 3 claimed once stays cold, in place
+        q.claim(slot)
+    q.touch(2)
+    assert list(q.victims()) == [9, 1, 3, 0, 2]
+    q.remove(0)
+    q.insert(2, speculative=False)  # a slot refilled starts cold again
+    assert list(q.victims()) == [9, 1, 3, 2]
 
 
 def test_victims_skip_pinned_speculative_and_limbo():

@@ -1,8 +1,9 @@
 """The model generator: routing that fails the way real MoE routing fails (DESIGN section
-6; the tiny recipe keeps the v2 structure and its ranges, checked here; the v3 demo model's
-ranking against public route logs is checked in tests/traces/test_demo_ranking.py and the
-docs' results pages have its figures), dtypes, names that say what the weights are,
-real-shape recipes, and bytes that do not depend on how many threads made them."""
+6; the tiny recipe keeps the v2 structure and its ranges, checked here; the v4 demo model's
+routing against public route logs is checked in tests/traces/test_demo_ranking.py and the
+docs' results page of the demo model has its figures), dtypes, names that say what the
+weights are, real-shape recipes, and bytes that do not depend on how many threads made
+them."""
 
 from __future__ import annotations
 
@@ -34,10 +35,10 @@ def test_tiny_models_routing_lands_in_the_ranges_of_real_logs(tiny_model):
 
 
 def test_names_carry_the_dtype_of_16_bit_models():
-    assert synth.DEFAULT.dtype == "bf16" and synth.DEFAULT.id == "strata-demo-16x64-v3-bf16"
+    assert synth.DEFAULT.dtype == "bf16" and synth.DEFAULT.id == "strata-demo-16x64-v4-bf16"
     assert synth.TINY.id == "strata-tiny-4x16-v2"  # float32 keeps the name it always had
     assert replace(synth.TINY, dtype="fp16").id == "strata-tiny-4x16-v2-fp16"
-    assert synth.default_model_path().name == "strata-demo-16x64-v3-bf16"
+    assert synth.default_model_path().name == "strata-demo-16x64-v4-bf16"
 
 
 @pytest.mark.parametrize("name, dims", [
@@ -86,10 +87,10 @@ def test_bytes_do_not_depend_on_the_thread_count(tmp_path):
     assert seen[-1] == (len(files), len(files)) and len(seen) == len(files)
 
 
-def test_the_v3_demo_structure_is_bit_stable(tmp_path):
-    """Domains, log-normal popularity and layers of their own character come from seeds
-    alone: the same recipe gives the same bytes, whatever the thread count."""
-    r = replace(synth.DEFAULT, name="v3-small", dtype="fp32", vocab_size=512, hidden_size=64,
+def test_the_demo_structure_is_bit_stable(tmp_path):
+    """Domains, layers of their own character and steady routers come from seeds alone:
+    the same recipe gives the same bytes, whatever the thread count."""
+    r = replace(synth.DEFAULT, name="demo-small", dtype="fp32", vocab_size=512, hidden_size=64,
                 num_layers=3, num_heads=2, num_kv_heads=1, head_dim=32, num_experts=16,
                 top_k=4, expert_width=16, topics=16, domains=8)
     a = synth.write(r, tmp_path / "a", workers=1)
@@ -98,6 +99,26 @@ def test_the_v3_demo_structure_is_bit_stable(tmp_path):
     assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
     with pytest.raises(ValueError, match="topics 60 \\+ domains 8 need a hidden size above"):
         synth.global_weights(replace(r, topics=60))
+
+
+def test_v4_layers_write_nothing_along_what_the_routers_read():
+    """Steady routers: the experts' and attention's writes leave mu, the topics and the
+    domains as the embedding made them, so the routers read the same structure at every
+    depth; without, a random write blurs it more with each layer."""
+    r = replace(synth.DEFAULT, name="v4-small", dtype="fp32", vocab_size=512, hidden_size=64,
+                num_layers=3, num_heads=2, num_kv_heads=1, head_dim=32, num_experts=16,
+                top_k=4, expert_width=16, topics=16, domains=8)
+    assert r.steady_routers
+    _, stream = synth.global_weights(r)
+    basis = torch.cat([stream.mu[None], stream.topics, stream.domains])
+
+    def along(recipe: synth.Recipe) -> float:
+        w = synth.layer_weights(recipe, 1, stream)
+        writes = [t for k, t in w.items() if k.endswith(("down_proj.weight", "o_proj.weight"))]
+        return max(float((basis @ t).norm() / t.norm()) for t in writes)
+
+    assert along(r) < 1e-5
+    assert along(replace(r, steady_routers=False)) > 0.5
 
 
 @pytest.fixture(scope="module")

@@ -1,86 +1,108 @@
-"""Does a decision made on the demo model transfer? The demo model's policy ranking (as
-`tuner realism` shows it: measured from the demo model this version makes, shipped in
-tuner/traces/data/demo_routing.json; test_realism checks it is this version's) against a
-small table of real figures kept here, from public route logs.
+"""Does a decision made on the demo model transfer? The demo model's figures (as `tuner
+realism` shows them: measured from the demo model this version makes, shipped in
+tuner/traces/data/demo_routing.json; test_realism checks they are this version's) against a
+table of real figures kept here, from the public multi-layer route logs (checked equal to
+the shipped ones, so a change to either is seen).
 
-Kendall's tau-b is taken size by size over the policies both have (the logs' figures have
-no lru+prev, so six of the seven). What the demo reaches is asserted as it stands, so a new
-demo model that ranks worse fails here; the docs' results page of the demo model says what
-it does not reach and why.
+Kendall's tau-b is taken size by size over the modes both measured (Mixtral's log has no
+lru+prev). What the demo reaches is asserted as it stands, so a demo model that ranks worse
+fails here; the results page of the v4 demo model says what it reaches, what it does not
+and why.
 """
 
 from __future__ import annotations
 
 import pytest
-from scipy.stats import kendalltau
 
 from tuner.traces import realism
 
-# Hit % at 15 / 25 / 50 % of each log's layer-expert pairs (realism-reference figures):
-# Mixtral-8x7B-Instruct decode (Mario928/speculative-moe), DeepSeek-V2-Lite-Chat prefill
-# (ngavhane/moe-beyond), Qwen1.5-MoE-A2.7B decode and prefill (weiran0129/vLLM-MoE-Logger).
+# Hit % at 15 / 25 / 50 % of each log's layer-expert pairs (lru, 2q, opt, static,
+# static_half, lru+prev, lru+oracle; None: not measured): Mixtral-8x7B-Instruct decode
+# (Mario928/speculative-moe), DeepSeek-V2-Lite-Chat prefill (ngavhane/moe-beyond),
+# Qwen1.5-MoE-A2.7B decode and prefill (weiran0129/vLLM-MoE-Logger).
+MODES = ("lru", "2q", "opt", "static", "static_half", "lru+prev", "lru+oracle")
 REAL = {
-    "Mixtral-8x7B decode": {
-        "lru": (0.0, 37.4, 55.6), "2q": (0.0, 6.0, 42.2), "opt": (44.2, 60.3, 81.8),
-        "static": (20.0, 32.2, 59.0), "static_half": (15.4, 25.3, 51.0),
-        "lru+oracle": (96.9, 97.4, 98.4)},
-    "DeepSeek-V2-Lite prefill": {
-        "lru": (28.1, 45.6, 69.5), "2q": (12.8, 26.3, 51.9), "opt": (58.7, 71.3, 89.0),
-        "static": (23.9, 36.2, 62.6), "static_half": (19.2, 30.3, 54.9),
-        "lru+oracle": (59.1, 74.3, 91.0)},
-    "Qwen1.5-MoE decode": {
-        "lru": (17.3, 29.3, 55.4), "2q": (13.4, 25.8, 52.7), "opt": (47.6, 61.1, 82.1),
-        "static": (21.4, 33.3, 59.9), "static_half": (19.6, 30.9, 57.3),
-        "lru+oracle": (56.3, 66.1, 83.6)},
-    "Qwen1.5-MoE prefill": {
-        "lru": (22.3, 32.8, 60.0), "2q": (16.1, 30.2, 59.8), "opt": (50.1, 63.8, 84.2),
-        "static": (26.0, 39.9, 68.0), "static_half": (25.5, 38.6, 66.9),
-        "lru+oracle": (60.2, 68.3, 85.8)},
+    "Mixtral-8x7B decode": (
+        (0.0, 37.4, 55.6), (0.0, 16.7, 48.5), (44.2, 60.3, 81.8), (20.0, 32.2, 59.0),
+        (15.4, 25.3, 51.0), (None, None, None), (96.9, 97.4, 98.4)),
+    "DeepSeek-V2-Lite prefill": (
+        (28.14, 45.63, 69.46), (12.81, 26.27, 51.87), (58.69, 71.31, 89.01),
+        (23.94, 36.24, 62.6), (21.85, 33.61, 59.03), (28.14, 45.63, 69.46),
+        (59.11, 74.31, 90.99)),
+    "Qwen1.5-MoE decode": (
+        (17.34, 29.29, 55.44), (13.37, 25.83, 52.65), (47.56, 61.11, 82.05),
+        (21.43, 33.31, 59.91), (20.98, 32.79, 59.43), (17.34, 29.29, 55.44),
+        (56.34, 66.09, 83.61)),
+    "Qwen1.5-MoE prefill": (
+        (22.28, 32.77, 60.04), (16.1, 30.2, 59.77), (50.06, 63.8, 84.2),
+        (25.97, 39.92, 67.98), (25.81, 39.26, 67.63), (22.28, 32.77, 60.04),
+        (60.17, 68.31, 85.79)),
 }
-SIZES = (15, 25, 50)  # % of the pairs
-
-
-def tau(demo: dict[str, list[float]], real: dict[str, tuple], i: int) -> float:
-    policies = [p for p in real if p in demo]
-    return float(kendalltau([demo[p][i] for p in policies],
-                            [real[p][i] for p in policies]).statistic)
+SIZES = realism.SHARES_PCT
 
 
 @pytest.fixture(scope="module")
-def demo() -> dict[str, list[float]]:
-    return realism.demo_routing()[0].hit_rate
+def demo() -> realism.Routing:
+    return realism.demo_routing()[0]
 
 
-def test_the_table_here_is_the_shipped_public_figures():
-    shipped = {p.name: p.hit_rate for p in realism.public_logs()}
-    assert {name: {k: tuple(v) for k, v in rates.items()}
-            for name, rates in shipped.items()} == REAL
+@pytest.fixture(scope="module")
+def public() -> dict[str, realism.Routing]:
+    return {p.name: p for p in realism.public_logs() if p.layers > 1}
 
 
-# tau the demo's ranking reaches against each log at 15 / 25 / 50 % of the pairs. The
-# target, 0.8 against every log at every size, is reached on Mixtral everywhere and on
-# DeepSeek at 25 and 50 %: only lru+oracle > opt > static > lru > static_half > 2q is within
-# 0.8 of all four logs, and the demo has opt above lru+oracle at 15 % and 25 % (its temporal
-# reuse, in the decode logs' range, leaves Belady more than the two experts read ahead can
-# win back with top-6) and lru above static at 25 and 50 % (the demo model's results page,
-# "Routing shape and policy ranking").
-REACHED = {"Mixtral-8x7B decode": (0.8, 0.8, 0.8),
-           "DeepSeek-V2-Lite prefill": (0.6, 0.8, 0.8),
-           "Qwen1.5-MoE decode": (0.8, 0.6, 0.7),
-           "Qwen1.5-MoE prefill": (0.8, 0.6, 0.7)}
+def test_the_table_here_is_the_shipped_public_figures(public):
+    assert {name: tuple(tuple(p.hit_rate[m]) for m in MODES)
+            for name, p in public.items()} == REAL
+
+
+# tau the demo's ranking reaches against each log at 15 / 25 / 50 % of the pairs. The target,
+# 0.8 everywhere, needs lru+oracle > opt > static > lru > static_half > 2q at every size
+# (the only order within 0.8 of all four logs): LRU between pinning from the whole trace and
+# from its first half, which on these logs differ by 0.2-0.7 pp (Qwen1.5) or with LRU
+# outside the gap (DeepSeek-V2-Lite above both, Mixtral at 15 and 25 %). v4 pins ahead of
+# LRU by the margins of the logs that pin ahead, as three of four do at 50 %, so it ranks as
+# the Qwen1.5 logs do and not as DeepSeek-V2-Lite does; reading two experts ahead of a top-6
+# routing wins back less than Belady's lead at 15 and 25 %.
+REACHED = {"Mixtral-8x7B decode": (0.8, 0.6, 0.85),
+           "DeepSeek-V2-Lite prefill": (0.5, 0.5, 0.6),
+           "Qwen1.5-MoE decode": (0.9, 0.9, 1.0),
+           "Qwen1.5-MoE prefill": (0.9, 0.9, 1.0)}
 
 
 @pytest.mark.parametrize("log", list(REAL))
-def test_the_demos_ranking_agrees_with_real_logs(demo, log):
-    got = [round(tau(demo, REAL[log], i), 2) for i in range(len(SIZES))]
-    assert all(t >= floor for t, floor in zip(got, REACHED[log])), (log, got)
+def test_the_demos_ranking_agrees_with_real_logs(demo, public, log):
+    got = realism.taus(demo, public[log])
+    assert all(t is not None and t >= floor for t, floor in zip(got, REACHED[log])), (log, got)
 
 
-def test_pinning_against_lru_as_most_real_logs_say(demo):
-    """At 15 % of the pairs, where three logs of four pin ahead of LRU, so does the demo; at
-    25 % the logs split two and two; at 50 %, where three of four pin ahead, the demo has
-    LRU ahead, by less than 2 pp (the target is not reached there)."""
-    lead = [demo["static"][i] - demo["lru"][i] for i in range(len(SIZES))]
-    votes = [sum(r["static"][i] > r["lru"][i] for r in REAL.values()) for i in range(3)]
-    assert votes == [3, 2, 3]
-    assert lead[0] > 0 and -2 < lead[2] < 0
+def test_pinning_ahead_of_lru_by_the_margins_of_the_logs_that_pin_ahead(demo, public):
+    """Three of the four logs pin ahead of LRU at 15 and 50 % of the pairs, two at 25 %; the
+    demo pins ahead at every size, by a lead inside the range of theirs."""
+    leads = [[realism.lead(p, "static", "lru", i) for p in public.values()]
+             for i in range(len(SIZES))]
+    assert [sum(pp > 0 for pp in at) for at in leads] == [3, 2, 3]
+    for i, at in enumerate(leads):
+        ahead = [pp for pp in at if pp > 0]
+        assert min(ahead) <= realism.lead(demo, "static", "lru", i) <= max(ahead), SIZES[i]
+
+
+def test_every_shape_figure_inside_the_real_logs_range(demo, public):
+    for key, _, _ in realism.SHAPE:
+        seen = [p.shape[key] for p in public.values() if p.shape.get(key) is not None]
+        assert min(seen) <= demo.shape[key] <= max(seen), (key, demo.shape[key], seen)
+
+
+def test_layers_as_real_logs_have_them(demo, public):
+    """The first layer is the least local (its prev-token overlap below the average, as on
+    every real log that has it), and per-layer cacheability goes with depth inside the
+    logs' range at 15 and 25 %; at 50 % the demo's 0.01 is below DeepSeek-V2-Lite's 0.05
+    (the target is not reached there), asserted as it stands."""
+    measured = [p for p in public.values() if p.shape.get("prev_first_pct") is not None]
+    assert len(measured) == 3 and all(p.shape["prev_first_pct"] < p.shape["prev_pct"]
+                                      for p in measured)
+    assert demo.shape["prev_first_pct"] < demo.shape["prev_pct"]
+    for i in range(2):
+        seen = [p.depth_rho[i] for p in public.values() if p.depth_rho[i] is not None]
+        assert min(seen) <= demo.depth_rho[i] <= max(seen), (SIZES[i], demo.depth_rho[i], seen)
+    assert demo.depth_rho[2] >= 0

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tuner.traces.importers import ImportFailed, Options, import_trace, phases
+from tuner.traces.importers import WARMUP_ROWS, ImportFailed, Options, import_trace, phases
 from tuner.vocabulary.trace_format import TraceError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -253,6 +253,30 @@ def test_vllm_log_whose_token_idx_never_restarts_is_one_sequence(tmp_path):
     trace = import_trace("vllm", tmp_path)
     assert trace.tokens == 6 and trace.sequence_starts == [0]
     assert "cannot be told apart" in trace.meta["import_notes"][0]
+
+
+def test_vllm_dummy_warm_up_at_the_start_of_a_log_that_never_restarts(tmp_path):
+    """vLLM's dummy run comes first, its rows routed alike at every layer (as OLMoE's
+    public log has 2,048 of them): dropped with a note and a line in the report. A shorter
+    run of alike rows is a prompt that repeats a token, and stays."""
+    def log(alike: int) -> Path:
+        folder = tmp_path / f"alike{alike}"
+        folder.mkdir()
+        for layer in (0, 1):
+            rows = [[7, 3]] * alike + [[i % 8, 8 + i % 5] for i in range(10)]
+            (folder / f"moe_layer{layer}.jsonl").write_text(lines(
+                *(route("r0", i, [e + layer for e in ids], layer)
+                  for i, ids in enumerate(rows))))
+        return folder
+
+    trace = import_trace("vllm", log(WARMUP_ROWS))
+    assert trace.tokens == 10 and trace.experts[0].tolist() == [[0, 8], [1, 9]]
+    assert problems(trace) == {"warmup": 2 * WARMUP_ROWS}
+    assert trace.meta["import_notes"][1] == (
+        f"its first {WARMUP_ROWS} rows route exactly alike at every layer: vLLM's dummy "
+        "warm-up run, dropped")
+    kept = import_trace("vllm", log(WARMUP_ROWS - 1))
+    assert kept.tokens == WARMUP_ROWS - 1 + 10 and problems(kept) == {}
 
 
 def test_vllm_requests_by_req_id_when_the_ids_tell_them_apart(tmp_path):

@@ -13,6 +13,7 @@ from tuner.format import fixed
 from tuner.traces import realism
 from tuner.traces.realism import NAMES, SHAPE, SHARES_PCT, Routing
 from tuner.vocabulary import trace_format
+from tuner.vocabulary.trace_format import TraceError
 
 WIDTH = 22  # of a column
 
@@ -24,11 +25,21 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="the model's own routing to compare with, recorded by `tuner trace "
                    "record` (default: the demo model's figures, as measured when it was made)")
     p.add_argument("--json", action="store_true")
+    ship = p.add_mutually_exclusive_group()
+    ship.add_argument("--write-model", action="store_true",
+                      help="write the one TRACE's figures as the demo model's shipped ones "
+                      "(TRACE: a recording of this version's demo model)")
+    ship.add_argument("--write-public", metavar="NAME",
+                      help="write the one TRACE's figures as the shipped ones of the public "
+                      "log NAME (TRACE: that log, imported)")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    traces = [realism.measure(trace_format.load(f), f.name) for f in args.files]
+    loaded = [trace_format.load(f) for f in args.files]
+    traces = [realism.measure(t, f.name) for t, f in zip(loaded, args.files)]
+    if args.write_model or args.write_public:
+        return _write(args, loaded, traces)
     if args.model_trace:
         model = realism.measure(trace_format.load(args.model_trace), args.model_trace.name,
                                 "model")
@@ -45,6 +56,22 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write(args: argparse.Namespace, loaded: list, traces: list[Routing]) -> int:
+    if len(traces) != 1:
+        raise TraceError(f"{len(traces)} traces given; the shipped figures are written from "
+                         "one")
+    trace, (f,) = loaded[0], args.files
+    how = (f"{trace.meta.get('source') or 'a trace'} ({trace.tokens:,} tokens), then tuner "
+           f"realism {f.name} --write-" + ("model" if args.write_model
+                                          else f"public '{args.write_public}'"))
+    if args.write_model:
+        path = realism.write_model(traces[0], trace.meta, how)
+    else:
+        path = realism.write_public(traces[0], args.write_public, how)
+    print(f"wrote {path}")
+    return 0
+
+
 def _about(r: Routing) -> str:
     return (f"{r.name}: {r.tokens} tokens x {r.layers} layers, top-{r.top_k} of {r.experts}"
             + (f", {r.phase}" if r.phase else "") + f" ({r.source})")
@@ -57,6 +84,7 @@ def _row(label: str, cells: list[str], tail: str = "") -> str:
 
 def _print(traces: list[Routing], model: Routing, public: list[Routing], out: dict) -> None:
     columns = [*traces, model, *public]
+    sizes = " / ".join(str(s) for s in SHARES_PCT)
     for r in traces:
         print(_about(r))
     print(f"the model's own routing, {_about(model)}, {out['model_measured']}")
@@ -66,10 +94,12 @@ def _print(traces: list[Routing], model: Routing, public: list[Routing], out: di
     print()
     print(_row("", [c.short[:WIDTH - 1] for c in columns], "public decode logs"))
     for key, label, decimals in SHAPE:
-        lo, hi = out["decode_range"][key]
-        print(_row(label, [fixed(c.shape[key], f".{decimals}f") for c in columns],
-                   f"{fixed(lo, f'.{decimals}f')}-{fixed(hi, f'.{decimals}f')}"))
-    sizes = " / ".join(str(s) for s in SHARES_PCT)
+        span = out["decode_range"][key]
+        print(_row(label, [fixed(c.shape.get(key), f".{decimals}f") for c in columns],
+                   "-".join(fixed(v, f".{decimals}f") for v in span) if span else "-"))
+    print(_row("per-layer LRU hit vs depth, Spearman",
+               [" ".join(fixed(v, ".2f") for v in c.depth_rho) or "-" for c in columns],
+               f"at {sizes} %"))
     print(f"\nhit % at {sizes} % of the layer-expert pairs")
     print(_row("  arena slots", [" ".join(str(n) for n in c.slots) for c in columns]))
     print(_row("  in working sets (layers x top-k)",
@@ -82,7 +112,7 @@ def _print(traces: list[Routing], model: Routing, public: list[Routing], out: di
         for i, share in enumerate(SHARES_PCT):
             print(f"  {c.name} at {share} %: {' > '.join(c.ranking(i))}")
     others = [model, *public]
-    print(f"\nKendall's tau-b of the rankings at {sizes} % (over the policies both have):")
+    print(f"\nKendall's tau-b of the rankings at {sizes} % (over the modes both measured):")
     print(_row("", [o.short[:WIDTH - 1] for o in others]))
     for t in traces:
         print(_row(f"  {t.name}", [" ".join(fixed(v, ".2f") for v in out["tau"][t.name][o.name])

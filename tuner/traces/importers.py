@@ -30,6 +30,9 @@ format) or a glob; several make one trace, in natural name order.
   one prefill batch (all prompts concatenated), then decode batches of B rows, row i
   being request i. The importer finds the phases from the batch sizes and by default
   keeps the decode phase as one sequence per request (`--phase decode|prefill|all`).
+  A log whose token_idx never restarts (one batch, as loggers that count tokens themselves
+  write) is one sequence in file order; its leading rows routed exactly alike at every
+  layer, vLLM's dummy warm-up run, are dropped.
 
 What is read is bounded: regular files only, 512 MiB for all the files of one import
 together and 1 MiB a line (tuner.vocabulary.inputs.ROUTE_LOGS), 2**22 lines in all
@@ -71,6 +74,10 @@ PHASES = ("decode", "prefill", "all")
 # trace is made (0.4 KiB for one expert, 0.8 KiB for top-8 with gate weights).
 MAX_LINES = 1 << 22
 _lines_left: ContextVar[list[int]] = ContextVar("lines_left")  # of the import running
+
+# leading identical routings that make a dummy warm-up run (vLLM's are a batch of at least
+# hundreds of tokens)
+WARMUP_ROWS = 64
 
 
 class ImportFailed(TraceError):
@@ -392,6 +399,18 @@ def _dummy(batches: list[list[_Route]]) -> bool:
     return all(len(b) > 1 and all(r.experts == b[0].experts for r in b) for b in batches)
 
 
+def leading_dummy(batches: dict[int, list[list[_Route]]]) -> int:
+    """Rows at the start of a log with one forward batch that are vLLM's dummy warm-up run:
+    the run of rows routed exactly like the first at every layer (its dummy tokens route
+    alike), when it is at least WARMUP_ROWS long, so a prompt opening on a repeated token is
+    not taken for one; 0 otherwise."""
+    firsts = [bs[0] for bs in batches.values()]
+    run = 0
+    while all(run < len(rows) and rows[run].experts == rows[0].experts for rows in firsts):
+        run += 1
+    return run if run >= WARMUP_ROWS else 0
+
+
 def phases(sizes: list[int], dummy: list[bool] | None = None) -> tuple[int, list[Round]]:
     """(decode batch size B, the rounds) from the batch sizes and which batches are dummy
     runs. B is the most common size of the other batches (decode steps dominate a run).
@@ -497,8 +516,14 @@ def read_vllm(files: list[Path], problems: Problems, opts: Options) -> Source:
         notes.append("token_idx never restarts, so the log's forward batches (warm-up, "
                      "prefill, decode steps) cannot be told apart: its rows are kept in file "
                      "order as one sequence")
+        skip = leading_dummy(batches)
+        if skip:
+            notes.append(f"its first {skip} rows route exactly alike at every layer: vLLM's "
+                         "dummy warm-up run, dropped")
+            problems.add("warmup", f"{batches[first_layer][0][0].where}: the first {skip} "
+                         "rows, routed alike", skip * len(batches))
         routings = [Routing(r.where, (("log",), i), layer, r.experts, r.probs)
-                    for layer, bs in batches.items() for i, r in enumerate(bs[0])]
+                    for layer, bs in batches.items() for i, r in enumerate(bs[0]) if i >= skip]
         return Source(routings, meta, notes)
     dummy = [_dummy([bs[i] for bs in batches.values() if i < len(bs)])
              for i in range(len(sizes))]

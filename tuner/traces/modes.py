@@ -50,6 +50,7 @@ class Mode:
     help: str
     # (rows, layers, slots, per-layer quotas or None, first counted token, sequence starts)
     run: Run
+    reads_ahead: bool = False  # reads layer l+1's experts while layer l runs
 
 
 def _counts(rows: Rows, layers: int, first: int = 0, last: int | None = None
@@ -179,7 +180,7 @@ MODES = {m.name: m for m in (
     Mode("static_half", "the most-routed pairs of the first half pinned, on the whole trace",
          _static(lambda rows: len(rows) // 2)),
     Mode("lru+prev", "LRU reading ahead the previous token's routing of the next layer",
-         _read_ahead(_prev)),
+         _read_ahead(_prev), reads_ahead=True),
     Mode("lru+oracle", "LRU reading ahead the next layer's exact routing (the most "
-         "read-ahead can do)", _read_ahead(_exact)),
+         "read-ahead can do)", _read_ahead(_exact), reads_ahead=True),
 )}

@@ -57,9 +57,13 @@ class TwoHit(LRU):
     def __init__(self) -> None:
         super().__init__()
         self._reuse: dict[int, int] = {}
+        # the promoted slots (reuse 2), oldest first; `_order` holds the cold ones, so a
+        # victim is found without walking past every promoted slot
+        self._hot: OrderedDict[int, None] = OrderedDict()
 
     def insert(self, slot: int, speculative: bool) -> None:
         self._reuse[slot] = 0
+        self._hot.pop(slot, None)
         self._order[slot] = None
         self._order.move_to_end(slot, last=not speculative)
 
@@ -67,16 +71,24 @@ class TwoHit(LRU):
         reuse = min(self._reuse.get(slot, 0) + 1, 2)
         self._reuse[slot] = reuse
         if reuse == 2:
-            self._order.move_to_end(slot)
+            self._order.pop(slot, None)
+            self._hot[slot] = None
+            self._hot.move_to_end(slot)
+
+    def touch(self, slot: int) -> None:
+        if slot in self._hot:
+            self._hot.move_to_end(slot)
+        else:
+            super().touch(slot)
 
     def remove(self, slot: int) -> None:
         super().remove(slot)
+        self._hot.pop(slot, None)
         self._reuse.pop(slot, None)
 
     def victims(self) -> Iterator[int]:
-        reuse = self._reuse
-        yield from (s for s in self._order if reuse[s] < 2)
-        yield from (s for s in self._order if reuse[s] >= 2)
+        yield from self._order
+        yield from self._hot
 
 
 POLICIES = {cls.name: cls for cls in (LRU, TwoHit)}

@@ -5,9 +5,8 @@ The weights are random but structured so that routing fails the way a real MoE's
 
 * mild popularity, every expert used: each router row is a random direction plus a small
   per-expert component along a shared direction `mu` (a popularity bias), as a trained
-  router with a load-balancing loss would leave it; drawn log-normal (`popularity_tail`),
-  a few experts stand above a flat bulk, as in real logs (top-10 % share 15-17 % at a
-  Gini of 0.12-0.14);
+  router with a load-balancing loss would leave it (Gaussian in v4; v3 drew it log-normal,
+  `popularity_tail`, a few experts above a flat bulk);
 * topic locality: tokens belong to topics (orthonormal directions in the embeddings), each
   layer's router gives every topic a few preferred experts in a balanced design (each
   expert preferred by equally many topics), and the LM head leans towards the current
@@ -26,10 +25,19 @@ The weights are random but structured so that routing fails the way a real MoE's
   layer to the last (geometrically, by relative depth), so a layer's input predicts the next
   layer's routing better the deeper it is, whatever the layer count; the routers read the
   topic and popularity directions scaled to the residual stream's expected norm, so the
-  structure holds at depth instead of being washed out.
+  structure holds at depth instead of being washed out;
+* steady routers (v4): the layers' writes (experts' and attention's output projections)
+  leave mu, the topics and the domains as the embedding made them, and each router weighs
+  the rest of the stream as the first layer's does, so every layer reads the same structure
+  and layers differ by their own character, not by depth (v3's random writes blurred the
+  topics a little more at each layer: its locality and cacheability fell with depth); the
+  first layer reads that structure at `first_context` of the others' weight, rising over
+  `context_layers`, so the first layers route by the token more than by the text around it
+  and are the least local, as the first layer is in every real multi-layer log.
 
 The recipe's defaults are the v2 demo's structure, which the tiny, deep and real-shape
-recipes keep (their bytes do not change); the v3 demo model sets the fields above.
+recipes keep (their bytes do not change); the v3 and v4 demo models set the fields
+above.
 
 The files are a Hugging Face checkpoint (Qwen3-MoE for the demo model; the real-shape
 recipes use their model's own architecture where the engine has it): config.json, one
@@ -152,6 +160,15 @@ def _stream_norm(r: Recipe, stream: Stream, layer: int) -> float:
     return norm
 
 
+def _own_share(r: Recipe, stream: Stream, layer: int) -> float:
+    """The share of the stream's expected norm entering `layer` that is not along mu, the
+    topics or the domains: the token's own part and the layers' writes, which grow with
+    depth while the embedding's structure does not."""
+    structured = math.sqrt(r.shared ** 2 + r.topic ** 2 + r.domain ** 2)
+    s0 = structured / math.sqrt(structured ** 2 + r.noise ** 2)
+    return math.sqrt(1 - (s0 * stream.norm0 / _stream_norm(r, stream, layer)) ** 2)
+
+
 def _update(r: Recipe, layer: int) -> float:
     """The MoE block's output norm as a share of the stream's, falling with depth."""
     depth = layer / max(1, r.num_layers - 1)
@@ -186,25 +203,17 @@ def layer_weights(r: Recipe, layer: int, stream: Stream) -> dict[str, torch.Tens
     p = f"model.layers.{layer}."
     update = _update(r, layer)
     norm = _stream_norm(r, stream, layer)
-    grown = norm / stream.norm0  # the routers' structure keeps pace with the stream
-    rand = _randn(g, E, D, scale=1 / math.sqrt(D))
-    rand -= (rand @ stream.mu)[:, None] * stream.mu  # popularity only through `popularity`
-    pop = _randn(g, E, scale=r.popularity)
-    if r.popularity_tail and r.popularity:
-        t = r.popularity_tail
-        mean, std = math.exp(t * t / 2), math.sqrt((math.exp(t * t) - 1) * math.exp(t * t))
-        pop = r.popularity * (torch.exp(t * pop / r.popularity) - mean) / std
-    affinity, popularity, by_domain = _character(r, layer)
-    structure = (affinity * _preferences(r, g) @ stream.topics
-                 + popularity * pop[:, None] * stream.mu)
-    if r.domains:
-        structure += by_domain @ stream.domains
-    router = (rand + grown / math.sqrt(D) * structure) * r.router_gain
+    router = layer_router(r, layer, stream, g)
     experts = [tuple(_randn(g, *dims, scale=1 / math.sqrt(dims[1])).to(dtype)
                      for dims in ((I, D), (I, D), (D, I))) for _ in range(E)]
+    if r.steady_routers:
+        experts = [(gate, up, _off_structure(down.float(), stream).to(dtype))
+                   for gate, up, down in experts]
     # down projections scaled so the block writes `update` times the stream's norm
     scale = update * norm / _output_norm(r, stream, router, experts)
     o_proj = _randn(g, D, H * Dh, scale=r.attn_share * scale / math.sqrt(H * Dh))
+    if r.steady_routers:
+        o_proj = _off_structure(o_proj, stream)
     w = {
         p + "input_layernorm.weight": torch.ones(D),
         p + "post_attention_layernorm.weight": torch.ones(D),
@@ -231,15 +240,52 @@ def layer_weights(r: Recipe, layer: int, stream: Stream) -> dict[str, torch.Tens
         w[p + "mlp.shared_expert_gate.weight"] = torch.zeros(1, D)
     return w
 
+
+def _off_structure(t: torch.Tensor, stream: Stream) -> torch.Tensor:
+    """`t` [D, ...] with its part along mu, the topics and the domains removed: a layer that
+    writes it leaves the structure the routers read as the embedding made it."""
+    basis = torch.cat([stream.mu[None], stream.topics, stream.domains])
+    return t - basis.T @ (basis @ t)
+
+
+def layer_router(r: Recipe, layer: int, stream: Stream, g: torch.Generator) -> torch.Tensor:
+    """Layer `layer`'s router [E, D]: each row a random direction plus the structure the
+    recipe gives it (topics, popularity, domains), scaled to keep pace with the stream.
+    Draws from `g`, the layer's generator, before the experts do."""
+    D, E = r.hidden_size, r.num_experts
+    grown = _stream_norm(r, stream, layer) / stream.norm0
+    rand = _randn(g, E, D, scale=1 / math.sqrt(D))
+    rand -= (rand @ stream.mu)[:, None] * stream.mu  # popularity only through `popularity`
+    if r.steady_routers:
+        # topics and domains read only through the structure; the rest of the stream (the
+        # token's own part and what the layers before wrote) weighed as at the first layer
+        context = torch.cat([stream.topics, stream.domains])
+        rand -= (rand @ context.T) @ context
+        rand *= _own_share(r, stream, 0) / _own_share(r, stream, layer)
+    pop = _randn(g, E, scale=r.popularity)
+    if r.popularity_tail and r.popularity:
+        t = r.popularity_tail
+        mean, std = math.exp(t * t / 2), math.sqrt((math.exp(t * t) - 1) * math.exp(t * t))
+        pop = r.popularity * (torch.exp(t * pop / r.popularity) - mean) / std
+    affinity, popularity, by_domain = _character(r, layer)
+    structure = (affinity * _preferences(r, g) @ stream.topics
+                 + popularity * pop[:, None] * stream.mu)
+    if r.domains:
+        structure += by_domain @ stream.domains
+    return (rand + grown / math.sqrt(D) * structure) * r.router_gain
+
+
 def _character(r: Recipe, layer: int) -> tuple[float, float, torch.Tensor]:
     """The layer's topic affinity, its popularity's scale (times `popularity`) and each
-    expert's lean by domain [E, N]: the recipe's, each scale times exp(layer_spread * z).
+    expert's lean by domain [E, N]: the recipe's, each scale times exp(layer_spread * z),
+    and in the first `context_layers` layers times a weight rising from `first_context`.
     Drawn from the layer's own seed, apart from its weights', so recipes without domains or
     spread keep their bytes."""
     g = torch.Generator().manual_seed(r.seed * 7919 + layer)
     a, p, d = torch.exp(r.layer_spread * torch.randn(3, generator=g)).tolist()
-    by_domain = _randn(g, r.num_experts, r.domains, scale=r.domain_affinity * d)
-    return r.affinity * a, p, by_domain
+    first = r.first_context + (1 - r.first_context) * min(1.0, layer / r.context_layers)
+    by_domain = _randn(g, r.num_experts, r.domains, scale=r.domain_affinity * d * first)
+    return r.affinity * a * first, p * first, by_domain
 
 
 def _qk_norms(r: Recipe, prefix: str) -> dict[str, torch.Tensor]:
