@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, WebSocket
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
+from tuner.control.answers import PresetInfo
 from tuner.control.controller import Controller
 from tuner.control.errors import ApplyTimeout, PresetError, PresetExists, SettingsError
 from tuner.control.models import (
@@ -67,8 +68,11 @@ def _count(model: type[BaseModel], field: str, bounds: tuple[int, int]) -> Count
     return Count(model.model_fields[field].default, *bounds)
 
 
-AB_FIELDS = {"pairs": _count(ABRequest, "pairs", AB_PAIRS),
-             "tokens": _count(ABRequest, "tokens", RUN_TOKENS)}
+def _ab_form(presets: list[PresetInfo]) -> ABForm:
+    return ABForm(presets, BASELINE, _count(ABRequest, "pairs", AB_PAIRS),
+                  _count(ABRequest, "tokens", RUN_TOKENS), WORKLOADS, tuple(RULESETS))
+
+
 TUNE_FORM = TuneForm(_count(TuneRequest, "trials", TUNE_TRIALS),
                      _count(TuneRequest, "tokens", RUN_TOKENS), SENTINEL_EVERY)
 
@@ -85,9 +89,7 @@ def page(request: Request, controller: ControllerDep) -> HTMLResponse:
                 **({"token": token} if token else {})}
     return templates.TemplateResponse(request, "page.html", {"base": base, "page": Page(
         token=token, ws_url=f"{base}/ui/ws?{urlencode(ws_query)}", settings=state.settings,
-        presets=PresetsView(presets),
-        ab_form=ABForm(presets, BASELINE, **AB_FIELDS, workloads=WORKLOADS,
-                       rulesets=tuple(RULESETS)),
+        presets=PresetsView(presets), ab_form=_ab_form(presets),
         ab=_ab_view(request, controller), tune_form=TUNE_FORM,
         tune=_tune_view(request, controller))})
 
