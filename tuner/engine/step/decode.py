@@ -151,6 +151,7 @@ class Engine:
         self.steps += 1
         path = self.host_driven if self.host_driven_now() else self.device_first
         logits = path.step(token, pos)
+        self.probe.score()  # while the device finishes the token
         self.clock.flush()  # queued after the logits, so it waits on the layers' timings
         if self.routing is not None:
             self.routing.advance()
