@@ -31,6 +31,12 @@ if TYPE_CHECKING:
     from tuner.engine.step.decode import Engine
 
 
+# layers queued ahead of the host where a layer may be computed again (its misses land in
+# the arena): a fix reruns the layers queued after it, so a deeper queue wastes device time
+# on misses and absorbs the host's uneven settling on hits
+QUEUE_AHEAD = 1
+
+
 class DeviceFirst:
     def __init__(self, engine: Engine):
         # a proxy, as LayerWork's
@@ -72,7 +78,7 @@ class DeviceFirst:
         launched[:] = [None] * L
         # layers queued ahead of the host: one, or with misses read in place (no layer is
         # ever computed again) as many as the landing sets allow
-        ahead = LANDING_SETS - 1 if eng.arena.direct else 1
+        ahead = LANDING_SETS - 1 if eng.arena.direct else QUEUE_AHEAD
         # a queued layer needs running again when its table or residency changed before
         # it was settled, unless every write into a row it reads is queued after it on the
         # compute stream (misses read in place: speculation is the bodies' own) and its

@@ -1,0 +1,91 @@
+"""The hit path against the fully resident one with 1, 2 and 3 layers queued ahead of the
+host (device_first.QUEUE_AHEAD), and the host's own time per layer: settling a layer
+(DeviceFirst._settle), launching one (DeviceFirst._launch) and the replays (DeviceStep.run,
+the resident path's too), on one model, every lookup a hit, interleaved rounds; then with
+the layers' timing events off (`clock`: the per-layer layer_ms spans).
+
+    python3 lab/hit_ahead.py MODEL_FOLDER
+"""
+
+import statistics
+import sys
+import time
+from dataclasses import replace
+
+import torch
+
+from tuner.engine.step import device_first
+from tuner.engine.step.decode import Engine
+from tuner.engine.step.device_step import DeviceStep
+from tuner.engine.step.reference import Resident
+from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.knobs import Config
+
+TOKENS, ROUNDS = 64, 5
+spent = {"_settle": 0.0, "_launch": 0.0, "run": 0.0}
+
+
+def timed(cls, name):
+    inner = getattr(cls, name)
+
+    def call(self, *args):
+        start = time.perf_counter()
+        out = inner(self, *args)
+        spent[name] += time.perf_counter() - start
+        return out
+
+    setattr(cls, name, call)
+
+
+timed(device_first.DeviceFirst, "_settle")
+timed(device_first.DeviceFirst, "_launch")
+timed(DeviceStep, "run")
+
+ckpt = Checkpoint(sys.argv[1])
+mc = ckpt.config
+device = torch.device("cuda")
+cfg = replace(Config(), expert_cache=mc.num_layers * mc.num_experts, prefetch="off",
+              moce_bonus=0.0, moce_bonus_r1=0.0)
+resident = Resident(ckpt, cfg.context, device)
+seq, tok = [], 1
+for pos in range(TOKENS):
+    seq.append(tok)
+    tok = int(torch.argmax(resident.step(tok, pos)))
+engine = Engine(ckpt, cfg, device)
+
+
+def ms(step) -> float:
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for pos, t in enumerate(seq):
+        step(t, pos)
+    torch.cuda.synchronize()
+    return 1000 * (time.perf_counter() - t0) / len(seq)
+
+
+ms(engine.step)
+ms(resident.step)
+for ahead in (1, 2, 3):
+    device_first.QUEUE_AHEAD = ahead
+    ms(engine.step)
+    ratios, host = [], []
+    for _ in range(ROUNDS):
+        for k in spent:
+            spent[k] = 0.0
+        a = ms(engine.step)
+        ratios.append(a / ms(resident.step))
+        per_layer = 1e6 / (len(seq) * mc.num_layers)
+        host.append((a, spent["_settle"] * per_layer,
+                     spent["_launch"] * per_layer, spent["run"] * per_layer))
+    a, settle, launch, replay = (statistics.median(x) for x in zip(*host))
+    print(f"ahead {ahead}: engine {a:.3f} ms/token, / resident {statistics.median(ratios):.3f}; "
+          f"host per layer: settle {settle:.1f} us, launch {launch:.1f} us, replay {replay:.1f} us")
+device_first.QUEUE_AHEAD = 1
+engine.clock.open = engine.clock.close = lambda *_: None
+ms(engine.step)
+ratios = []
+for _ in range(ROUNDS):
+    a = ms(engine.step)
+    ratios.append(a / ms(resident.step))
+print(f"no layer timing events: engine {a:.3f} ms/token, / resident {statistics.median(ratios):.3f}")
+engine.close()
