@@ -75,6 +75,11 @@ def test_fixed_path_counts_are_deterministic_and_add_up(fixed, tiny_config, run)
             (rb["hits"], rb["sync_misses"], rb["pf_issued"])
         assert ra["hits"] + ra["sync_misses"] + ra["pf_late"] + ra["pf_timely"] \
             == ra["lookups"]
+    # each layer's time is counted, fixes within it, and the layers' fit in the run's
+    for snap in (a, b):
+        layer_ms = [r["layer_ms"] for r in snap["layers"]]
+        assert min(layer_ms) > 0
+        assert sum(layer_ms) <= 1000 * snap["totals"]["seconds"]
 
 
 def test_fixed_path_logits_equal_the_fully_resident_model(fixed, tiny_config, tiny_model):

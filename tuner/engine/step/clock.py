@@ -27,13 +27,10 @@ class HostClock:
         yield
         self.counters.add(layer, name, 1000 * (time.perf_counter() - t0))
 
-    def open(self, layer: int, name: Count) -> None:
-        """Starts a span that `close` ends, as often as the work it times is extended;
-        counted at the flush."""
-        self._open[layer, name] = [time.perf_counter(), None]
-
-    def close(self, layer: int, name: Count) -> None:
-        self._open[layer, name][1] = time.perf_counter()
+    def between(self, layer: int, name: Count, start, end) -> None:
+        """A span whose ends another part marked (host times; on CUDA events recorded on
+        the compute stream), counted at the flush."""
+        self._open[layer, name] = [start, end]
 
     def _elapsed_ms(self, start, end) -> float:
         return 1000 * (end - start)
@@ -47,7 +44,6 @@ class HostClock:
 class CudaClock(HostClock):
     def __init__(self, counters):
         super().__init__(counters)
-        self._events: dict[tuple[int, Count], list[torch.cuda.Event]] = {}
         self._spans: list[tuple[int, Count, torch.cuda.Event, torch.cuda.Event]] = []
         self._later: deque[tuple] = deque()  # filled by reader threads, drained here
         # held once: asking torch for the current stream is dearer than recording an event
@@ -56,17 +52,6 @@ class CudaClock(HostClock):
     def later(self, layer: int, name: Count, start, end, value: float | None = None) -> None:
         """Work another thread enqueued: counted at the first flush after it finished."""
         self._later.append((layer, name, start, end, value))
-
-    def open(self, layer: int, name: Count) -> None:
-        events = self._events.get((layer, name))
-        if events is None:  # made once: creating events costs more than recording them
-            events = self._events[layer, name] = [torch.cuda.Event(enable_timing=True),
-                                                  torch.cuda.Event(enable_timing=True)]
-        events[0].record(self.stream)
-        self._open[layer, name] = events
-
-    def close(self, layer: int, name: Count) -> None:
-        self._open[layer, name][1].record(self.stream)
 
     def _elapsed_ms(self, start, end) -> float:
         end.synchronize()

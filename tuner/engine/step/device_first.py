@@ -97,6 +97,8 @@ class DeviceFirst:
             if self._settle(run, l, pack, stale) and l + 1 < L:
                 launched[l + 1] = None  # it ran on this layer's output before the fix
             stale = pack.stale_next
+        for l, (start, end) in enumerate(run.spans):
+            eng.clock.between(l, C.layer_ms, start, end)
         return run.logits()
 
     def _launch(self, run: DeviceStep, l: int) -> None:
@@ -110,9 +112,7 @@ class DeviceFirst:
         self._launched[l] = eng.arena.version(l)
         # runs queued before this one read a stale input (relaunching l+1 clears the rest)
         self._launched[l + 1:] = [None] * (len(self._launched) - l - 1)
-        eng.clock.open(l, C.layer_ms)
         run.run(l)
-        eng.clock.close(l, C.layer_ms)
 
     def _settle(self, run: DeviceStep, l: int, pack: Pack, stale: np.ndarray | None) -> bool:
         """The host's part of layer l after its device work: counts, claims, speculation,
@@ -139,7 +139,6 @@ class DeviceFirst:
         if fixed:
             run.fix(l, rows, ranks)
             eng.arena.mark_used()
-            eng.clock.close(l, C.layer_ms)
         eng.probe.note(l, pack.sel, served, pack.ctrl, stale)
         work.retire(l)
         return fixed

@@ -133,7 +133,14 @@ class DeviceStep:
         self._pack_np = self.pack_host.numpy()
         self.out = torch.zeros(mc.vocab_size, dtype=torch.float32, device=dev)
         self.pos = 0
-        self.done = [torch.cuda.Event() for _ in range(L)] if self.cuda else []
+        # each layer's event, timed: one event a layer both wakes the host and times the
+        # layer (from the event before its run: a pair of its own costs the device more)
+        self.done = [torch.cuda.Event(enable_timing=True) for _ in range(L)] if self.cuda \
+            else []
+        self._begin = torch.cuda.Event(enable_timing=True) if self.cuda else None
+        self._last = self._begin  # the latest event on the stream before the next run
+        # each layer's span this token, [start, end]: host times on the CPU, events on CUDA
+        self.spans: list[list] = [[0.0, 0.0] for _ in range(L)]
         # held once: asking torch for the current stream costs more than recording an event
         self.stream = torch.cuda.current_stream(dev) if self.cuda else None
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (layer, span)
@@ -193,15 +200,24 @@ class DeviceStep:
         self.pos = pos
         self.tokpos[0].fill_(token)
         self.tokpos[1].fill_(pos)
+        if self._begin is not None:
+            self._begin.record(self.stream)
+            self._last = self._begin
 
     def run(self, layer: int) -> None:
-        """Layer `layer`'s body, on the current stream; on CUDA its event follows it."""
+        """Layer `layer`'s body, on the current stream; on CUDA its event follows it. Its
+        span (`spans`) starts where the work before it ended."""
         span = self.dec.span(self.pos)
         if not self.cuda:
+            start = time.perf_counter()
             self._body(layer, span)
+            self.spans[layer] = [start, time.perf_counter()]
             return
         self._body_graph(layer, span).replay()
-        self.done[layer].record(self.stream)
+        done = self.done[layer]
+        done.record(self.stream)
+        self.spans[layer] = [self._last, done]
+        self._last = done
 
     def read(self, layer: int) -> Pack:
         """Waits for the layer's body; its pack."""
@@ -212,15 +228,21 @@ class DeviceStep:
     def fix(self, layer: int, rows: list[int], ranks: list[int] | None = None) -> None:
         """Computes the layer's experts again from arena rows `rows` (the host's, in rank
         order; `ranks`: the routing's ranks they serve, when drop_cold left some out) and
-        writes the layer's output. On CUDA a whole routing's fix is a graph of its own."""
+        writes the layer's output. On CUDA a whole routing's fix is a graph of its own. The
+        layer's span then ends after the fix."""
         idx = self._rows[:len(rows)]
         idx.numpy()[:] = rows  # its last copy ran before the layer's event the host awaited
         if ranks is not None or not self.cuda:
             w = self.w[layer] if ranks is None else self.w[layer][ranks]
             self._fix(layer, idx.to(self.fix_rows.device, non_blocking=True), w)
+        else:
+            self.fix_rows[layer].copy_(idx, non_blocking=True)
+            self._fix_graph(layer).replay()
+        if not self.cuda:
+            self.spans[layer][1] = time.perf_counter()
             return
-        self.fix_rows[layer].copy_(idx, non_blocking=True)
-        self._fix_graph(layer).replay()
+        self.done[layer].record(self.stream)  # its span's end, and the next run's start
+        self._last = self.done[layer]
 
     def _fix(self, layer: int, rows: torch.Tensor, w: torch.Tensor) -> None:
         x = self.x[layer]
