@@ -24,6 +24,8 @@ from tuner.format import figure
 from tuner.measure.compare import compare
 from tuner.settings import SettingsError
 from tuner.vocabulary.counters import PHASES
+from tuner.vocabulary.judging import RULESETS as RULE_SET_NAMES
+from tuner.vocabulary.judging import limit_problems
 
 PASS, REJECT, NOT_APPLICABLE = "pass", "reject", "n/a"
 QUALITY_EVERY = 4  # tokens between the quality probe's samples where a gate needs them
@@ -130,12 +132,10 @@ def quality_gate(kl: float | None, agreement: float | None, max_kl: float | None
 
 
 def check_limits(max_kl: float | None, min_agreement: float | None) -> None:
-    """Raises SettingsError naming a quality limit out of its range."""
-    if max_kl is not None and not max_kl >= 0:
-        raise SettingsError({"max_kl": f"max_kl = {max_kl}: must be >= 0 (nats per token)"})
-    if min_agreement is not None and not 0 <= min_agreement <= 100:
-        raise SettingsError({"min_agreement": f"min_agreement = {min_agreement}: must be from "
-                                              "0 to 100 (%)"})
+    """Raises SettingsError naming each quality limit out of its range."""
+    problems = limit_problems(max_kl, min_agreement)
+    if problems:
+        raise SettingsError(problems)
 
 
 class QualityGate(Rule):
@@ -166,8 +166,9 @@ class QualityGate(Rule):
                        " and ".join(failed))
 
 
-RULESETS: dict[str, tuple[Rule, ...]] = {
-    "seed000": (SyncMisses(), Bonus0Output(), ExposedWaits())}
+# The rules of each set the vocabulary names (a name without its rules fails the import).
+RULESETS: dict[str, tuple[Rule, ...]] = dict(zip(
+    RULE_SET_NAMES, [(SyncMisses(), Bonus0Output(), ExposedWaits())], strict=True))
 
 
 def ruleset(name: str, max_kl: float | None = None, min_agreement: float | None = None
