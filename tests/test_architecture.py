@@ -197,7 +197,6 @@ def test_a_view_sees_the_control_plane_and_the_vocabulary_only(room):
     assert {k: v for k, v in wrong.items() if v} == {}
 
 
-
 # The control plane's requests, answers and operations declare what a view offers and
 # reads, and the remote terminal UI loads them: they import the words below them only (the
 # vocabulary, the knob table, the settings), so a name a request checks (a preset's, a rule
