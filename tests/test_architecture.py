@@ -196,3 +196,19 @@ def test_a_view_sees_the_control_plane_and_the_vocabulary_only(room):
                              and room_of(m) not in SHARED | {room, None})
     assert {k: v for k, v in wrong.items() if v} == {}
 
+
+# The control plane's requests, answers and operations declare what a view offers and
+# reads, and the remote terminal UI loads them: they import the words below them only (the
+# vocabulary, the knob table, the settings), so a name a request checks (a preset's, a rule
+# set's, an objective's, a workload's) belongs to the lowest room that owns it, never to the
+# room that runs it (measure, tune, traces, presets).
+DECLARATIONS = ("control/models.py", "control/answers.py", "control/api.py")
+WORDS = {"errors", "config", "knobs", "vocabulary", "settings"}
+
+
+@pytest.mark.parametrize("name", DECLARATIONS)
+def test_the_control_planes_declarations_import_only_the_words_below_them(name):
+    mine = {f"tuner.{n.removesuffix('.py').replace('/', '.')}" for n in DECLARATIONS}
+    wrong = sorted(m for m in imports(ROOT / name) if m.split(".")[0] == "tuner"
+                   and room_of(m) not in WORDS | {None} and m not in mine)
+    assert wrong == []

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError
 
-Row = Mapping[str, Any]  # an A/B's run, a tune's trial: plain data, as the views hold it
+Row = Mapping[str, Any]  # an A/B's run or result, a tune's trial: plain data, as views hold it
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -61,7 +61,7 @@ def _figure(width: float = 10.0, height: float = 3.6) -> Figure:
 
 
 # -- A/B -----------------------------------------------------------------------------------
-def ab_chart(runs: Sequence[Row], result: dict[str, Any] | None = None,
+def ab_chart(runs: Sequence[Row], result: Row | None = None,
              labels: tuple[str, str] = ("A", "B")) -> Figure:
     """`runs` as measured so far (an A/B that is still running, or was stopped, has no
     `result`: then only the runs panel is drawn)."""
@@ -118,7 +118,7 @@ def _runs_panel(ax: Axes, runs: Sequence[Row], labels: tuple[str, str]) -> None:
         ax.legend(loc="lower right", fontsize=8, frameon=False)
 
 
-def _pairs_panel(ax: Axes, result: dict[str, Any]) -> None:
+def _pairs_panel(ax: Axes, result: Row) -> None:
     workloads = result.get("workloads") or [result]
     many = len(workloads) > 1
     names, pcts = [], []

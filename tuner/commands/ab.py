@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from tuner.charts import plot_format
 from tuner.commands.args import (
@@ -17,6 +18,9 @@ from tuner.commands.args import (
 from tuner.control.report import knob_change, result_lines
 from tuner.errors import CommandError, Exit
 from tuner.format import figure
+
+if TYPE_CHECKING:
+    from tuner.control.answers import ABResult, ABRun
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -33,7 +37,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=main)
 
 
-def _progress(i: int, n: int, run: dict) -> None:
+def _progress(i: int, n: int, run: ABRun) -> None:
     print(f"run {i}/{n}: {run['workload']} {run['arm']} {run['ms_per_token']} ms/token",
           file=sys.stderr)
 
@@ -62,12 +66,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"tuner ab: interrupted after {len(stop.runs)} of {stop.planned} measured runs; "
               "no verdict without every pair and the sentinel A", file=sys.stderr)
         return Exit.INTERRUPTED
-    result["labels"] = {"A": args.a, "B": args.b}
+    labels = {"A": args.a, "B": args.b}
     _plot(args, result["runs"], result)
     if args.json:
-        print_json(result)
+        print_json({**result, "labels": labels})
     else:
-        _print(result)
+        _print(result, labels)
     if result["interrupted"]:
         print("tuner ab: interrupted after every run was measured: the verdict stands",
               file=sys.stderr)
@@ -75,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
     return Exit.REJECTED if result["rejected"] else Exit.OK
 
 
-def _plot(args: argparse.Namespace, runs: list[dict], result: dict | None = None) -> None:
+def _plot(args: argparse.Namespace, runs: list[ABRun], result: ABResult | None = None) -> None:
     if args.plot:
         from tuner import charts
 
@@ -83,8 +87,8 @@ def _plot(args: argparse.Namespace, runs: list[dict], result: dict | None = None
         print(f"tuner ab: chart written to {path}", file=sys.stderr)
 
 
-def _print(r: dict) -> None:
-    print(f"A = {r['labels']['A']}, B = {r['labels']['B']} ({knob_change(r)}); "
+def _print(r: ABResult, labels: dict[str, str]) -> None:
+    print(f"A = {labels['A']}, B = {labels['B']} ({knob_change(r)}); "
           f"{r['model']}, {r['tokens']} tokens per run, {r['pairs']} pairs + sentinel A, "
           f"{r['warmup_runs']} warm-up run(s) of A not counted")
     print(f"start state: {r['start_state']}")
@@ -92,7 +96,7 @@ def _print(r: dict) -> None:
     print("\n".join(result_lines(r)))
 
 
-def _print_runs(runs: list[dict]) -> None:
+def _print_runs(runs: list[ABRun]) -> None:
     print(f"{'run':>3} {'workload':<12} {'arm':>3} {'ms/token':>9} {'hit %':>7} "
           f"{'bytes/token':>12} {'KL':>10} {'top-1 %':>7} output")
     for run in runs:

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from tuner.commands.args import print_json
 from tuner.commands.trace import SIZE_FORMS, print_notes
-from tuner.traces.budgets import EVEN, WEIGHTS, BudgetError, plan
+from tuner.traces.budgets import EVEN, BudgetError, plan
 from tuner.traces.sizes import parse_size
 from tuner.vocabulary import inputs, trace_format
+from tuner.vocabulary.budgets import WEIGHTS
 
 
 def register(p: argparse.ArgumentParser) -> None:

@@ -12,7 +12,8 @@ from tuner.errors import CommandError, Exit
 from tuner.format import figure
 from tuner.measure.rules import check_limits
 from tuner.settings import SettingsError, non_default
-from tuner.tune.worker import DEFAULT_OBJECTIVE, OBJECTIVES, SENTINEL_EVERY
+from tuner.tune.worker import SENTINEL_EVERY
+from tuner.vocabulary.judging import DEFAULT_OBJECTIVE, OBJECTIVES
 
 DEFAULT_TRIALS, DEFAULT_TOKENS = 20, 64
 OBJECTIVE_LABEL = {"ms": "ms per token", "stall": "exposed stall per token"}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from tuner.control.answers import ABRun, ABStatus
+from tuner.control.answers import ABStatus
 from tuner.control.models import ABRequest
 from tuner.control.slot import JobSlot
 from tuner.measure.compare import schedule
@@ -70,8 +70,7 @@ class ABRunner:
         from tuner.measure.ab import run_ab
 
         try:
-            result = run_ab(sa, sb, job,
-                            progress=lambda i, n, run: job.runs.append(cast(ABRun, run)))
+            result = run_ab(sa, sb, job, progress=lambda i, n, run: job.runs.append(run))
             end: dict[str, Any] = {"result": result, "state": "done"}
         except Exception as err:  # the job reports it; the live session carries on
             log.exception("A/B %s failed", job.label)

@@ -163,12 +163,9 @@ class PhaseFigures(TypedDict):
     top1_agreement: Figure
 
 
-class ABRun(TypedDict):
-    """One run of an A/B: a fresh session of one arm on one workload."""
+class RunFigures(TypedDict):
+    """What one run of an A/B measured (tuner.measure.ab.run_once)."""
 
-    run: int
-    arm: Literal["A", "B"]
-    workload: str
     ms_per_token: float
     hit_rate: Figure
     sync_misses: int
@@ -181,9 +178,114 @@ class ABRun(TypedDict):
     phases: dict[str, PhaseFigures]
 
 
-# The comparison of an A/B's runs as tuner.measure.ab.run_ab writes it: arms, pairs, drift,
-# the rules' outcomes and the verdict; read by tuner.control.report and the page.
-ABResult = dict[str, Any]
+class ABRun(RunFigures):
+    """One run of an A/B: a fresh session of one arm on one workload."""
+
+    run: int
+    arm: Literal["A", "B"]
+    workload: str
+
+
+# -- an A/B's result: what tuner.measure.ab.run_ab writes, tuner.control.report and the
+# page read. Its timings are compared by tuner.measure.compare, its rules judged by
+# tuner.measure.rules.
+Sign = Literal["B slower", "B faster", "equal"]  # of B - A
+
+
+class PairDiff(TypedDict):
+    pair: int  # from 1
+    a: float  # ms per token of the pair's A
+    b: float
+    diff: float  # B - A
+    pct: float | None  # of A's; None when A's is 0
+    sign: Sign
+
+
+class Timings(TypedDict):
+    """What timings in schedule order (A B ... A) read: the pairs, the drift between the
+    first A and the sentinel, the spread, and whether a difference is readable."""
+
+    pair_diffs: list[PairDiff]
+    diff: float  # mean B - A, ms per token
+    diff_pct: float | None
+    drift: float  # sentinel A - first A
+    drift_pct: float | None
+    pair_stdev: float | None  # None with one pair
+    spread: float
+    readable: bool
+    verdict: str
+
+
+class ArmTimings(TypedDict):
+    runs: list[float]  # ms per token, in the order they ran
+    mean: float
+    stdev: float | None  # None with one run
+
+
+class Compared(Timings):
+    """`tuner.measure.compare.compare`'s answer: the timings and each arm's."""
+
+    arms: dict[str, ArmTimings]  # "A", "B"
+
+
+# A counter over an arm's runs: its value where every run agrees, else every run's.
+Repeated = Figure | list[Figure]
+
+
+class Repeats(TypedDict):
+    """The counters an arm's runs must repeat (tuner.measure.ab.REPEATED)."""
+
+    differ: list[str]  # the counters that did not repeat
+    hit_rate: Repeated
+    sync_misses: int | list[int]
+    bytes_per_token: Repeated
+    output_hash: str | list[str]
+    quality_kl: Repeated
+    top1_agreement: Repeated
+    identical: bool  # every counter repeated
+
+
+class Arm(ArmTimings, Repeats):
+    """One arm on one workload: its timings and the counters its runs repeat."""
+
+
+class WorkloadResult(Timings):
+    """The runs of one workload, compared."""
+
+    workload: str
+    runs: list[ABRun]
+    arms: dict[str, Arm]  # "A", "B"
+
+
+class RuleOutcome(TypedDict):
+    """A rule of tuner.measure.rules on one workload and phase."""
+
+    workload: str
+    phase: str
+    rule: str
+    status: Literal["pass", "reject", "n/a"]
+    reason: str  # in numbers
+    arm: str  # the arm a rejection rejects: "A", "B" or "A and B"
+
+
+class ABResult(WorkloadResult):
+    """An A/B's result: its first workload's comparison at the top (the figures a single
+    workload's report reads), with `runs` every run, `workloads` each one's comparison,
+    the rules' outcomes and the verdict of them all."""
+
+    pairs: int
+    tokens: int
+    warmup_runs: int
+    start_state: str
+    model: str
+    arena_slots: dict[str, int]  # "A", "B"
+    knob_diff: list[KnobDiff]
+    workloads: list[WorkloadResult]
+    rules: str  # the rule set's name, "+ quality" with the gate; "" for timing only
+    outcomes: list[RuleOutcome]
+    rejected: bool  # a rule rejected an arm
+    notes: list[str]
+    interrupted: bool  # stopped once every run was measured: the verdict stands
 
 
 class ABStatus(ABRequest):

@@ -38,12 +38,11 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import ErrorDetails, core_schema
 
-from tuner.measure.rules import RULESETS, check_limits
-from tuner.presets import BASELINE as BASELINE
-from tuner.presets import check_name
 from tuner.settings import Settings, SettingsError, from_texts, shown
-from tuner.traces.budgets import WEIGHTS
-from tuner.tune.worker import DEFAULT_OBJECTIVE, OBJECTIVES
+from tuner.vocabulary.budgets import WEIGHTS
+from tuner.vocabulary.judging import DEFAULT_OBJECTIVE, OBJECTIVES, RULESETS, limit_problems
+from tuner.vocabulary.presets import BASELINE as BASELINE
+from tuner.vocabulary.presets import check_name
 from tuner.vocabulary.workload import NAMES as WORKLOADS
 from tuner.vocabulary.workload import WorkloadError
 from tuner.vocabulary.workload import check as check_workload
@@ -53,8 +52,8 @@ M = TypeVar("M", bound=BaseModel)
 KnobValue = bool | int | float | str  # a knob's value, as its table entry types it
 
 # A view sees the control plane only: what its forms offer and check comes from here, as
-# the rooms that own it define it: BASELINE (the shipped preset a UI offers as arm A),
-# WORKLOADS and RULESETS (the built-in names), check_name (a preset's name).
+# the vocabulary names it: BASELINE (the shipped preset a UI offers as arm A), WORKLOADS
+# and RULESETS (the built-in names), check_name (a preset's name).
 
 # What an A/B or a tune may ask for, on the command line as on a running server (where it
 # pauses the live session while it runs, so its runs are bounded).
@@ -237,7 +236,9 @@ class QualityGate(Request):
     @field_validator("max_kl", "min_agreement")
     @classmethod
     def _in_range(cls, value: float | None, info: ValidationInfo) -> float | None:
-        check_limits(**{"max_kl": None, "min_agreement": None, str(info.field_name): value})
+        problems = limit_problems(**{str(info.field_name): value})
+        if problems:
+            raise ValueError("; ".join(problems.values()))
         return value
 
 

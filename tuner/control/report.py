@@ -3,7 +3,7 @@ result as tuner.measure.ab writes it, the `result` of an A/B's status)."""
 
 from __future__ import annotations
 
-from tuner.control.answers import ABResult
+from tuner.control.answers import ABResult, WorkloadResult
 from tuner.format import fixed, knob_text, repeated_figure
 
 
@@ -17,7 +17,7 @@ def knob_change(r: ABResult) -> str:
     return diff or "identical settings"
 
 
-def _timing_lines(r: ABResult) -> list[str]:
+def _timing_lines(r: WorkloadResult) -> list[str]:
     """Per-arm figures, each pair, the mean difference and the drift of one workload."""
     lines = []
     for arm in ("A", "B"):
@@ -39,7 +39,7 @@ def _timing_lines(r: ABResult) -> list[str]:
     return lines
 
 
-def phase_lines(r: ABResult) -> list[str]:
+def phase_lines(r: WorkloadResult) -> list[str]:
     """Each arm's figures per phase on one workload (its first run; counts repeat)."""
     lines = [f"{'arm':>3} {'phase':<8} {'tokens':>6} {'ms/token':>9} {'sync/token':>10} "
              f"{'hits/token':>10} {'stall ms/token':>14}"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from tuner.knobs import lossy_total
 from tuner.measure.compare import compare, preload, schedule
@@ -26,7 +26,19 @@ from tuner.presets import PresetError, knob_diff, resolve
 from tuner.settings import Settings, SettingsError, apply, from_texts, to_config
 
 if TYPE_CHECKING:
+    from tuner.control.answers import (
+        ABResult,
+        ABRun,
+        Arm,
+        PhaseFigures,
+        Repeats,
+        RunFigures,
+        WorkloadResult,
+    )
     from tuner.control.models import ABSpec
+    from tuner.vocabulary.snapshot import Totals
+
+Progress = Callable[[int, int, "ABRun"], None]  # after each run: its number, of how many
 
 START_STATE = ("every run is a fresh session from its arm's settings: same seed, same model, "
                "same prompts, cold arena")
@@ -42,7 +54,7 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM) stopped an A/B: `runs` are those measured before it, `planned`
     how many there were to be."""
 
-    def __init__(self, runs: list[dict[str, Any]], planned: int):
+    def __init__(self, runs: list[ABRun], planned: int):
         super().__init__()
         self.runs, self.planned = runs, planned
 
@@ -69,7 +81,7 @@ def arm_settings(text: str, base: Settings) -> Settings:
     return apply(base, preset.knobs)
 
 
-def _phase(t: dict) -> dict[str, Any]:
+def _phase(t: Totals) -> PhaseFigures:
     """The figures the rules read from one phase's totals."""
     tokens = t["tokens"]
     served = t["hits"] + t["pf_timely"] + t["pf_late"]
@@ -80,7 +92,7 @@ def _phase(t: dict) -> dict[str, Any]:
             "top1_agreement": t["top1_agreement"]}
 
 
-def run_once(settings: Settings, tokens: int) -> dict[str, Any]:
+def run_once(settings: Settings, tokens: int) -> RunFigures:
     from tuner.engine.session.session import Session  # torch where it runs: arms are checked first
 
     cfg = to_config(settings)
@@ -99,40 +111,36 @@ def run_once(settings: Settings, tokens: int) -> dict[str, Any]:
             "phases": {name: _phase(p) for name, p in snap["phases"].items()}}
 
 
-def repeated(runs: list[dict]) -> dict[str, Any]:
+def repeated(runs: list[ABRun]) -> Repeats:
     """Per counter: its value when every run agrees, else every run's value; `differ`
     names the counters that did not repeat."""
-    out: dict[str, Any] = {"differ": []}
-    for key in REPEATED:
-        values = [r[key] for r in runs]
-        out[key] = values[0] if len(set(values)) == 1 else values
-        if len(set(values)) > 1:
-            out["differ"].append(key)
-    out["identical"] = not out["differ"]
-    return out
+    values = {key: [r[key] for r in runs] for key in REPEATED}
+    differ = [key for key, v in values.items() if len(set(v)) > 1]
+    out = {"differ": differ, **{key: v if key in differ else v[0] for key, v in values.items()},
+           "identical": not differ}
+    return cast("Repeats", out)  # a key per name of REPEATED, which a checker cannot follow
 
 
 def _measure(a: Settings, b: Settings, pairs: int, tokens: int, workload: str, first: int,
-             total: int, progress: Callable[[int, int, dict], None] | None,
-             measured: list[dict[str, Any]]) -> None:
+             total: int, progress: Progress | None, measured: list[ABRun]) -> None:
     """Runs A B A B ... A on one workload, each run added to `measured` as it ends."""
     for i, arm in enumerate(schedule(pairs), first):
-        run = {"run": i, "arm": arm, "workload": workload,
-               **run_once(a if arm == "A" else b, tokens)}
+        run: ABRun = {"run": i, "arm": arm, "workload": workload,
+                      **run_once(a if arm == "A" else b, tokens)}
         measured.append(run)
         if progress:
             progress(i, total, run)
 
 
-def _compared(workload: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _compared(workload: str, runs: list[ABRun]) -> WorkloadResult:
     """One workload's runs, compared."""
-    result = compare([r["ms_per_token"] for r in runs])
-    for arm in ("A", "B"):
-        result["arms"][arm].update(repeated([r for r in runs if r["arm"] == arm]))
-    return {"workload": workload, "runs": runs, **result}
+    timings = compare([r["ms_per_token"] for r in runs])
+    arms: dict[str, Arm] = {arm: {**timings["arms"][arm], **repeated(
+        [r for r in runs if r["arm"] == arm])} for arm in ("A", "B")}
+    return {"workload": workload, "runs": runs, **timings, "arms": arms}
 
 
-def span_notes(runs: list[dict[str, Any]], tokens: int) -> list[str]:
+def span_notes(runs: list[ABRun], tokens: int) -> list[str]:
     """What a run's span of `tokens` leaves unmeasured, said once: a span within the first
     prompt is all prefill, so no decode speed, KL or top-1 agreement."""
     decoded = min(r["phases"]["decode"]["tokens"] for r in runs)
@@ -145,7 +153,7 @@ def span_notes(runs: list[dict[str, Any]], tokens: int) -> list[str]:
 
 
 def run_ab(a: Settings, b: Settings, spec: ABSpec, warmup: int = 1,
-           progress: Callable[[int, int, dict], None] | None = None) -> dict[str, Any]:
+           progress: Progress | None = None) -> ABResult:
     """Runs A B A B ... A (`spec.pairs` pairs of `spec.tokens` tokens) on each of
     `spec.workloads` (default: the one A's settings name) and compares them; `spec.rules`
     names a rule set (rules.py) and `spec.max_kl` / `spec.min_agreement` the quality gate,
@@ -155,7 +163,7 @@ def run_ab(a: Settings, b: Settings, spec: ABSpec, warmup: int = 1,
     names = list(spec.workloads or [a.workload])
     arms = {w: (apply(a, {"workload": w}), apply(b, {"workload": w})) for w in names}
     per = len(schedule(spec.pairs))
-    measured: list[dict[str, Any]] = []
+    measured: list[ABRun] = []
     interrupted = False
     try:
         preload()  # the verdict's statistics, loaded before the runs, not after the last
@@ -170,13 +178,13 @@ def run_ab(a: Settings, b: Settings, spec: ABSpec, warmup: int = 1,
         interrupted = True
     while True:  # the runs are all measured: the comparison is computed again if cut short
         try:
-            return {**_result(a, b, spec, warmup, names, measured), "interrupted": interrupted}
+            return _result(a, b, spec, warmup, names, measured, interrupted)
         except KeyboardInterrupt:
             interrupted = True
 
 
 def _result(a: Settings, b: Settings, spec: ABSpec, warmup: int, names: list[str],
-            measured: list[dict[str, Any]]) -> dict[str, Any]:
+            measured: list[ABRun], interrupted: bool) -> ABResult:
     """The comparison of every workload's runs, the rules' outcomes and the verdict."""
     rule_list = ruleset(spec.rules, spec.max_kl, spec.min_agreement)
     label = ruleset_label(spec.rules, rule_list)
@@ -197,4 +205,4 @@ def _result(a: Settings, b: Settings, spec: ABSpec, warmup: int, names: list[str
             "knob_diff": knob_diff(a, b), **first, "runs": measured,
             "workloads": results, "rules": label, "outcomes": outcomes, "verdict": final,
             "rejected": any(o["status"] == REJECT for o in outcomes),
-            "notes": span_notes(measured, spec.tokens)}
+            "notes": span_notes(measured, spec.tokens), "interrupted": interrupted}

@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tuner.control.answers import ArmTimings, Compared, Sign
 
 CONFIDENCE = 0.95  # of the interval the mean pair difference must clear
 
@@ -28,12 +32,12 @@ def schedule(pairs: int) -> list[str]:
     return ["A", "B"] * pairs + ["A"]
 
 
-def _arm(ms: list[float]) -> dict:
+def _arm(ms: list[float]) -> ArmTimings:
     return {"runs": ms, "mean": round(statistics.fmean(ms), 4),
             "stdev": round(statistics.stdev(ms), 4) if len(ms) > 1 else None}
 
 
-def _sign(diff: float) -> str:
+def _sign(diff: float) -> Sign:
     return "B slower" if diff > 0 else "B faster" if diff < 0 else "equal"
 
 
@@ -43,7 +47,7 @@ def preload() -> None:
     import scipy.stats  # noqa: F401
 
 
-def compare(ms: list[float]) -> dict:
+def compare(ms: list[float]) -> Compared:
     """The comparison of ms-per-token timings given in schedule order (A B ... A). Every
     figure is rounded once, here, and the verdict is written from the rounded figures, so
     it never disagrees with the report's lines in the last digit."""

@@ -17,13 +17,18 @@ schedule order.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from tuner.format import figure
 from tuner.measure.compare import compare
 from tuner.settings import SettingsError
 from tuner.vocabulary.counters import PHASES
+from tuner.vocabulary.judging import RULESETS as RULE_SET_NAMES
+from tuner.vocabulary.judging import limit_problems
+
+if TYPE_CHECKING:
+    from tuner.control.answers import ABRun, RuleOutcome
 
 PASS, REJECT, NOT_APPLICABLE = "pass", "reject", "n/a"
 QUALITY_EVERY = 4  # tokens between the quality probe's samples where a gate needs them
@@ -130,12 +135,10 @@ def quality_gate(kl: float | None, agreement: float | None, max_kl: float | None
 
 
 def check_limits(max_kl: float | None, min_agreement: float | None) -> None:
-    """Raises SettingsError naming a quality limit out of its range."""
-    if max_kl is not None and not max_kl >= 0:
-        raise SettingsError({"max_kl": f"max_kl = {max_kl}: must be >= 0 (nats per token)"})
-    if min_agreement is not None and not 0 <= min_agreement <= 100:
-        raise SettingsError({"min_agreement": f"min_agreement = {min_agreement}: must be from "
-                                              "0 to 100 (%)"})
+    """Raises SettingsError naming each quality limit out of its range."""
+    problems = limit_problems(max_kl, min_agreement)
+    if problems:
+        raise SettingsError(problems)
 
 
 class QualityGate(Rule):
@@ -166,8 +169,9 @@ class QualityGate(Rule):
                        " and ".join(failed))
 
 
-RULESETS: dict[str, tuple[Rule, ...]] = {
-    "seed000": (SyncMisses(), Bonus0Output(), ExposedWaits())}
+# The rules of each set the vocabulary names (a name without its rules fails the import).
+RULESETS: dict[str, tuple[Rule, ...]] = dict(zip(
+    RULE_SET_NAMES, [(SyncMisses(), Bonus0Output(), ExposedWaits())], strict=True))
 
 
 def ruleset(name: str, max_kl: float | None = None, min_agreement: float | None = None
@@ -186,7 +190,7 @@ def ruleset_label(name: str, rules: tuple[Rule, ...]) -> str:
     return " + ".join(x for x in (name, "quality" if gated else "") if x)
 
 
-def figures(runs: list[dict], phase: str, lossy: float) -> ArmFigures:
+def figures(runs: list[ABRun], phase: str, lossy: float) -> ArmFigures:
     """An arm's figures on one workload and phase from its runs (`run_once` results)."""
     phases = [r["phases"][phase] for r in runs]
     first = phases[0]
@@ -197,21 +201,26 @@ def figures(runs: list[dict], phase: str, lossy: float) -> ArmFigures:
                       None if None in kls else max(kls), None if None in agree else min(agree))
 
 
-def evaluate(rules: tuple[Rule, ...], workload: str, runs: list[dict],
-             lossy: dict[str, float]) -> list[dict]:
+def evaluate(rules: tuple[Rule, ...], workload: str, runs: list[ABRun],
+             lossy: dict[str, float]) -> list[RuleOutcome]:
     """Every rule on each phase it judges of one workload's runs: plain outcome dicts."""
-    out = []
+    out: list[RuleOutcome] = []
     for phase in PHASES:
         arms = {arm: [r for r in runs if r["arm"] == arm] for arm in ("A", "B")}
         if not all(r["phases"][phase]["tokens"] for r in runs):
             continue  # the workload ran no token of this phase
         a, b = (figures(arms[x], phase, lossy[x]) for x in ("A", "B"))
-        out += [{"workload": workload, "phase": phase, **asdict(rule.check(a, b))}
-                for rule in rules if phase in rule.phases]
+        out += [_outcome(workload, phase, rule.check(a, b)) for rule in rules
+                if phase in rule.phases]
     return out
 
 
-def verdict(name: str, outcomes: list[dict], workloads: list[str]) -> str:
+def _outcome(workload: str, phase: str, o: Outcome) -> RuleOutcome:
+    return {"workload": workload, "phase": phase, "rule": o.rule, "status": o.status,
+            "reason": o.reason, "arm": o.arm}
+
+
+def verdict(name: str, outcomes: list[RuleOutcome], workloads: list[str]) -> str:
     """Names the first rule that rejects an arm, else says every rule held."""
     rejected = [o for o in outcomes if o["status"] == REJECT]
     if rejected:

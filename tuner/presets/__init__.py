@@ -8,16 +8,13 @@ export side is imported where a command needs it (`tuner.presets.export`).
 """
 
 from tuner.presets.store import (
-    BASELINE,
     STALE_TEMP_S,
     Preset,
-    PresetError,
     PresetExists,
     PresetNotFound,
     PresetReadOnly,
     PresetWriteError,
     Store,
-    check_name,
     knob_diff,
     load_file,
     parse,
@@ -25,6 +22,7 @@ from tuner.presets.store import (
     shipped_dir,
     user_dir,
 )
+from tuner.vocabulary.presets import BASELINE, PresetError, check_name
 
 __all__ = ["BASELINE", "STALE_TEMP_S", "Preset", "PresetError", "PresetExists", "PresetNotFound",
            "PresetReadOnly", "PresetWriteError", "Store", "check_name", "knob_diff",

@@ -36,22 +36,13 @@ from typing import Any
 import tomli_w
 
 from tuner import __version__
-from tuner.errors import TunerError
 from tuner.knobs import BY_NAME
 from tuner.settings import Settings, SettingsError, non_default, normalise, validate
 from tuner.vocabulary import inputs
+from tuner.vocabulary.presets import NAME_RE, PresetError, check_name
 
-BASELINE = "baseline"  # the shipped preset of the engine's defaults: every A/B's usual arm A
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # whole names: use fullmatch
 META_KEYS = ("name", "description", "created", "engine_version", "based_on")
 STALE_TEMP_S = 60.0  # a temporary file older than this was left by a writer that died
-
-
-class PresetError(TunerError, ValueError):
-    def __init__(self, where: str, message: str, line: int | None = None):
-        self.where, self.line = where, line
-        at = f"{where}:{line}" if line else where
-        super().__init__(f"{at}: {message}")
 
 
 class PresetNotFound(PresetError):
@@ -102,13 +93,6 @@ def user_dir() -> Path:
     base = os.environ.get("TUNER_HOME") or os.path.join(
         os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "tuner")
     return Path(base) / "presets"
-
-
-def check_name(name: str) -> str:
-    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or ".." in name:
-        raise PresetError(repr(name), "a preset name is 1-64 letters, digits, '.', '_' or '-', "
-                          "starting with a letter or digit, with no '..'")
-    return name
 
 
 def _line_of(text: str, key: str) -> int | None:

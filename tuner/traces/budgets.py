@@ -18,11 +18,10 @@ from tuner.knobs import even_budgets
 from tuner.traces.replay import pct, replay_rows
 from tuner.traces.sizes import below_working_set, in_working_sets, working_set
 from tuner.vocabulary import inputs
-from tuner.vocabulary.budgets import allocate, by_layer, hit_curves, stall_weights
+from tuner.vocabulary.budgets import WEIGHTS, allocate, by_layer, hit_curves, stall_weights
 from tuner.vocabulary.slots import check_quotas
 from tuner.vocabulary.trace_format import Trace
 
-WEIGHTS = ("hits", "stall")
 EVEN = "even"  # --budgets even: the arena shared evenly among the layers
 
 

@@ -23,7 +23,8 @@ from tuner.settings import Settings, SettingsError, apply
 from tuner.tune.guards import Guard, rejection
 from tuner.tune.space import Space
 from tuner.tune.study import driver, row
-from tuner.tune.worker import OBJECTIVES, Stopped, TrialWorker
+from tuner.tune.worker import Stopped, TrialWorker
+from tuner.vocabulary.judging import OBJECTIVES
 
 FAIL = optuna.trial.TrialState.FAIL
 

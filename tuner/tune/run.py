@@ -14,7 +14,8 @@ from tuner.tune.guards import Guard, guards_for
 from tuner.tune.loop import Event, LocalPool, Pool, run_trials
 from tuner.tune.space import Space, build_space
 from tuner.tune.study import front, open_study, row, rows, storage_url, study_name
-from tuner.tune.worker import DEFAULT_OBJECTIVE, SENTINEL_EVERY, Span, TrialWorker
+from tuner.tune.worker import SENTINEL_EVERY, Span, TrialWorker
+from tuner.vocabulary.judging import DEFAULT_OBJECTIVE
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from tuner.knobs import KNOBS
 from tuner.presets import Preset, Store, user_dir
 from tuner.settings import Settings, apply, non_default, validate
 from tuner.tune.space import knob_values
-from tuner.tune.worker import OBJECTIVES
+from tuner.vocabulary.judging import OBJECTIVES
 
 BYTES = "bytes/token"
 RUNNING = optuna.trial.TrialState.RUNNING

@@ -30,13 +30,6 @@ class Stopped(Exception):
     """The tune was stopped while a span was being measured: its figures are not whole."""
 
 SENTINEL_EVERY = 3  # trials of a worker between two measurements of its baseline
-# The time objectives: the figure scored and how the study names it. Each is scored in %
-# of the paired baseline's ms/token; bytes per token is always the second objective.
-OBJECTIVES = {
-    "ms": ("ms_per_token", "ms/token vs baseline (%)"),
-    "stall": ("stall_ms_per_token", "exposed stall vs baseline (% of its ms/token)"),
-}
-DEFAULT_OBJECTIVE = "ms"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from typing import ClassVar, TypeVar
 from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
 
 from tuner.control.answers import KnobInfo, KnobValue
 from tuner.control.api import Backend
@@ -50,7 +52,7 @@ class NotifyHandler(logging.Handler):
         self.app = app
 
     def emit(self, record: logging.LogRecord) -> None:
-        severity = "error" if record.levelno >= logging.ERROR else "warning"
+        severity: SeverityLevel = "error" if record.levelno >= logging.ERROR else "warning"
         try:
             self.app.call_from_thread(self.app.notify, record.getMessage(),
                                       title=record.name, severity=severity, markup=False)
@@ -71,7 +73,7 @@ def painted_as(snap: Snapshot, link: str) -> tuple:
 class TunerApp(App[int]):
     CSS_PATH = "tuner.tcss"
     TITLE = "tuner"
-    MODES: ClassVar[dict[str, type[SnapshotScreen]]] = {
+    MODES: ClassVar[dict[str, str | Callable[[], Screen]]] = {
         "overview": OverviewScreen,
         "layers": LayersScreen,
         "knobs": KnobsScreen,
@@ -218,8 +220,11 @@ class TunerApp(App[int]):
         if job is not None and job.state in ("running", "stopping"):
             await self.push_screen(TuneScreen(job))
             return
-        await self.push_screen(TuneDialog(), lambda answer: answer and self.run_worker(
-            self._start_tune(answer), group="tune"))
+        await self.push_screen(TuneDialog(), self._tune_answered)
+
+    def _tune_answered(self, answer: TuneRequest | None) -> None:
+        if answer:
+            self.run_worker(self._start_tune(answer), group="tune")
 
     async def _start_tune(self, request: TuneRequest) -> None:
         job = await self.attempt(self.backend.start_tune(request), "tune not started")
@@ -244,11 +249,13 @@ class TunerApp(App[int]):
 
     async def set_knob(self, name: str, value: KnobValue) -> None:
         await self.switch_mode("knobs")
-        self.screen.submit({name: value})
+        if isinstance(self.screen, KnobsScreen):
+            self.screen.submit({name: value})
 
     async def edit_knob(self, name: str) -> None:
         await self.switch_mode("knobs")
-        self.screen.edit(name)
+        if isinstance(self.screen, KnobsScreen):
+            self.screen.edit(name)
 
 
 def create_app(backend: Backend, refresh_hz: float = DEFAULT_REFRESH_HZ) -> TunerApp:

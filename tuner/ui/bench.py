@@ -109,11 +109,13 @@ class ConnectedUI:
             [sys.executable, "-m", "tuner.ui.bench_client", str(refresh_hz),
              f"{size[0]}x{size[1]}"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors, text=True)
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both PIPEs
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
 
     def ask(self, command: str) -> str:
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
+        self.stdin.write(command + "\n")
+        self.stdin.flush()
+        line = self.stdout.readline()
         if not line:
             self.proc.wait(timeout=10)
             self.errors.seek(0)
@@ -135,7 +137,7 @@ class ConnectedUI:
                 self.ask("close")
 
     def close(self) -> None:
-        self.proc.stdin.close()
+        self.stdin.close()
         self.proc.wait(timeout=30)
         self.errors.close()
 
@@ -164,6 +166,7 @@ def measure_ui_overhead(settings: Settings, tokens: int = 160, rounds: int = 4,
             if mode == "embedded":
                 return _embedded(session, controller, screen, tokens, refresh_hz, size)
             if mode == "connected":
+                assert ui is not None  # made when the modes name it
                 return ui.phase(session, controller, screen, tokens)
             return _span(session, tokens, _no_ui)
         finally:

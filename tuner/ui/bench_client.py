@@ -54,8 +54,9 @@ async def attach(backend: Backend, screen: str, refresh_hz: float, size: tuple[i
 
 
 def main() -> None:
-    refresh_hz, size = float(sys.argv[1]), tuple(int(n) for n in sys.argv[2].split("x"))
-    out = sys.__stdout__  # the app takes over sys.stdout while it runs
+    refresh_hz = float(sys.argv[1])
+    width, height = (int(n) for n in sys.argv[2].split("x"))
+    out = sys.stdout  # taken now: the app takes sys.stdout over while it runs
 
     def say(line: str) -> None:
         out.write(line + "\n")
@@ -73,8 +74,8 @@ def main() -> None:
         if command != "open":
             raise CommandError(f"expected open URL SCREEN, got {line!r}")
         # the snapshot rate `tuner tui --connect` asks for by default: the repaint rate
-        asyncio.run(attach(RemoteBackend(url, rate=refresh_hz), screen, refresh_hz, size,
-                           commands))
+        asyncio.run(attach(RemoteBackend(url, rate=refresh_hz), screen, refresh_hz,
+                           (width, height), commands))
         say("closed")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
@@ -25,7 +25,10 @@ Command = tuple[str, str, Callable[[], object]]  # text, help, callback
 
 
 class _Commands(Provider):
-    app: TunerApp
+    @property
+    def tuner(self) -> TunerApp:
+        """The app: Provider's `app` is typed as an app of any result."""
+        return cast("TunerApp", self.app)
 
     @abstractmethod  # Provider is an ABC: a provider without commands cannot be made
     def commands(self) -> Iterator[Command]:
@@ -47,7 +50,7 @@ class KeyCommands(_Commands):
     """The app's own keys, named as the footer names them."""
 
     def commands(self) -> Iterator[Command]:
-        app = self.app
+        app = self.tuner
         for b in app.BINDINGS:
             if isinstance(b, Binding) and b.description:
                 yield (b.description.lower(), b.tooltip or b.description,
@@ -56,14 +59,14 @@ class KeyCommands(_Commands):
 
 class KnobCommands(_Commands):
     def commands(self) -> Iterator[Command]:
-        app, settings = self.app, self.app.state.settings
+        app, settings = self.tuner, self.tuner.state.settings
         for spec in app.knob_specs:
             name, now = spec["name"], settings.get(spec["name"])
             if spec["kind"] == "flag":
                 yield (f"toggle {name} (now {'on' if now else 'off'})", spec["help"],
                        partial(app.set_knob, name, not now))
             elif spec["kind"] == "choice":
-                for choice in spec["choices"]:
+                for choice in spec["choices"] or ():
                     if choice != now:
                         yield (f"set {name} = {choice}", spec["help"],
                                partial(app.set_knob, name, choice))
@@ -75,13 +78,13 @@ class BudgetCommands(_Commands):
         for weights, what in (("hits", "the most hits"), ("stall", "the most stall saved")):
             yield (f"apply per-layer budgets from the window ({weights})",
                    f"quotas for {what}, from the hit curves of the window's routings; "
-                   "arena_split = layers", partial(self.app.apply_budgets, weights))
+                   "arena_split = layers", partial(self.tuner.apply_budgets, weights))
 
 
 class PresetCommands(_Commands):
     async def startup(self) -> None:
         try:
-            self.presets = [p for p in await self.app.backend.presets() if not p["error"]]
+            self.presets = [p for p in await self.tuner.backend.presets() if not p["error"]]
         except BackendError:
             self.presets = []  # the palette still offers the other commands
 
@@ -89,4 +92,4 @@ class PresetCommands(_Commands):
         for preset in self.presets:
             name = preset["name"]
             yield (f"apply preset {name}", preset["meta"].get("description", ""),
-                   partial(self.app.apply_preset, name))
+                   partial(self.tuner.apply_preset, name))

@@ -25,5 +25,5 @@ class History:
         self._tokens = tokens
         totals = snapshot["window"]["totals"]
         for key, points in self.points.items():
-            if totals.get(key) is not None:
-                points.append(totals[key])
+            if (value := totals.get(key)) is not None:
+                points.append(value)

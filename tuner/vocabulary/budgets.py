@@ -18,6 +18,10 @@ import numpy as np
 
 from tuner.vocabulary.slots import QuotaError
 
+# What a layer's hit is worth when the arena is shared: one hit, or the stall of a miss
+# there (a request and `tuner budgets --weights` name one).
+WEIGHTS = ("hits", "stall")
+
 
 def layer_hits(routings: list[list[int]], quota: int) -> int:
     """Hits of one layer's routings (expert ids in rank order) in an LRU cache of `quota`

@@ -24,7 +24,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 import numpy as np
 
@@ -35,11 +35,15 @@ if TYPE_CHECKING:  # the snapshot's types are built from this module's tables
 
 
 class Shown(Protocol):
-    """What a view shows of a count or a figure: its name, unit and help."""
+    """What a view shows of a count or a figure: its name, unit and help (read-only: the
+    tables' entries are frozen)."""
 
-    name: str
-    unit: str
-    help: str
+    @property
+    def name(self) -> str: ...
+    @property
+    def unit(self) -> str: ...
+    @property
+    def help(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,8 @@ COUNTERS: tuple[Count, ...] = tuple(v for v in vars(C).values() if isinstance(v,
 for _index, _count in enumerate(COUNTERS):
     _count.index = _index
 IDX = {c.name: c.index for c in COUNTERS}
-PHASES = ("prefill", "decode")  # the first dimension of every count
+Phase = Literal["prefill", "decode"]
+PHASES: tuple[Phase, ...] = ("prefill", "decode")  # the first dimension of every count
 PREDICTORS = ("prev", "stale", "ctrl")
 PF_CLASSES = (C.pf_cancelled, C.pf_partial, C.pf_unused, C.pf_late, C.pf_timely)
 # each predictor's counts: routings scored, routed experts named, routings named exactly

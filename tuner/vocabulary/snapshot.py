@@ -7,7 +7,7 @@ are built from those tables; a counter added there is typed here with no edit.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 # pydantic reads TypedDicts only from typing_extensions before Python 3.12 (torch, which
 # the engine needs anyway, depends on it)
@@ -27,6 +27,11 @@ else:
         "layer": int, **{c.name: Count for c in COUNTERS}, **{c.name: Figure for c in DERIVED}})
     Totals = TypedDict("Totals", {
         **{c.name: Count for c in COUNTERS}, **{c.name: Figure for c in TOTALS}})
+
+
+def layer_of(row: LayerRow) -> int:
+    """A row's layer, an int: to a type checker every key of a row is a figure."""
+    return cast(int, row["layer"])
 
 
 class Phases(TypedDict):

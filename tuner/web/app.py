@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 from fastapi import FastAPI
@@ -22,6 +23,17 @@ from tuner.web.schemas import COMMON
 from tuner.web.steering import Steering
 
 STATIC = Path(__file__).resolve().parent / "static"
+
+
+class TunerAPI(FastAPI):
+    def openapi(self) -> dict[str, Any]:
+        """FastAPI documents its own 422 shape; request errors are answered in ours."""
+        first = self.openapi_schema is None
+        schema = super().openapi()  # made once, then kept
+        if first:
+            schema["components"]["schemas"]["HTTPValidationError"] = {
+                "$ref": "#/components/schemas/ProblemsError"}
+        return schema
 
 
 def create_app(controller: Controller, token: str | None = None, *,
@@ -47,7 +59,7 @@ def create_app(controller: Controller, token: str | None = None, *,
 
     # No /docs pages: they load their scripts from the internet. The schema is served
     # below, behind the gate like every other call.
-    app = FastAPI(title="tuner", version=__version__, lifespan=lifespan,
+    app = TunerAPI(title="tuner", version=__version__, lifespan=lifespan,
                   description="Live control of a MoE expert-streaming engine: knobs, "
                               "settings, presets, counters.", responses=COMMON,
                   openapi_url=None, docs_url=None, redoc_url=None)
@@ -65,20 +77,9 @@ def create_app(controller: Controller, token: str | None = None, *,
     # The page's scripts and styles, vendored: the page works with no internet. Not
     # secret, so the gate serves them without the token.
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.openapi = lambda: _openapi(app)
 
     @app.get("/openapi.json", include_in_schema=False)
-    def openapi() -> dict:
+    def openapi() -> dict[str, Any]:
         return app.openapi()
 
     return app
-
-
-def _openapi(app: FastAPI) -> dict:
-    """FastAPI documents its own 422 shape; request errors are answered in ours."""
-    if app.openapi_schema is None:
-        schema = FastAPI.openapi(app)
-        schema["components"]["schemas"]["HTTPValidationError"] = {
-            "$ref": "#/components/schemas/ProblemsError"}
-        app.openapi_schema = schema
-    return app.openapi_schema

@@ -65,7 +65,10 @@ def telemetry(cfg: Config, seconds: float = 5.0, clients: int = 10, rate: float 
     of tokens."""
     controller = open_controller(validate(config_dict(cfg)))
     session = controller.session
-    bare, watched, frames, errors = [], [], [], []
+    bare: list[float] = []
+    watched: list[float] = []
+    frames: list[float] = []
+    errors: list[str] = []
     app = create_app(controller)
     try:
         with serve_in_thread(app) as url:

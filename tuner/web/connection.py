@@ -81,13 +81,11 @@ async def _receive(ws: WebSocket, outbox: Outbox, handle: Handler) -> int:
         if message["type"] == "websocket.disconnect":
             return message.get("code", 1005)
         text = message.get("text")
-        problem = None
         if text is None:
-            problem = "send text frames holding JSON, not binary"
-        elif len(text) > MAX_BODY:
-            problem = f"message over the limit of {MAX_BODY} bytes"
-        else:
-            problem = json_problem(text)
+            outbox.reply(request_error(None, "send text frames holding JSON, not binary"))
+            continue
+        problem = (f"message over the limit of {MAX_BODY} bytes" if len(text) > MAX_BODY
+                   else json_problem(text))
         if problem:
             outbox.reply(request_error(None, problem))
             continue

@@ -54,6 +54,8 @@ async def websocket_request_error(ws: WebSocket, err: WebSocketRequestValidation
 
 
 def install(app: FastAPI) -> None:
-    app.add_exception_handler(TunerError, user_error)
-    app.add_exception_handler(RequestValidationError, request_error)
-    app.add_exception_handler(WebSocketRequestValidationError, websocket_request_error)
+    # FastAPI's decorator takes a handler of the exception it names (Starlette's
+    # add_exception_handler is typed for handlers of any exception)
+    app.exception_handler(TunerError)(user_error)
+    app.exception_handler(RequestValidationError)(request_error)
+    app.exception_handler(WebSocketRequestValidationError)(websocket_request_error)

@@ -136,18 +136,18 @@ class Gate:
                                f"server ({self._names(scope)}); give another name to "
                                "`tuner serve --allowed-host`")
         if self.token is not None and not scope["path"].startswith("/static/"):
-            self._check_token(scope, headers)
+            self._check_token(scope, headers, self.token)
         changes = scope["type"] == "websocket" or scope["method"] not in SAFE_METHODS
         if changes:
             self._check_origin(scope, headers)
         if changes and scope["type"] == "http":
             self._check_form(headers)
 
-    def _check_token(self, scope: Scope, headers: Headers) -> None:
+    def _check_token(self, scope: Scope, headers: Headers, token: str) -> None:
         scheme, _, credentials = headers.get("authorization", "").partition(" ")
         given = credentials if scheme.lower() == "bearer" else \
             dict(parse_qsl(scope.get("query_string", b"").decode(errors="replace"))).get("token")
-        if not given or not secrets.compare_digest(given.encode(), self.token.encode()):
+        if not given or not secrets.compare_digest(given.encode(), token.encode()):
             raise Refused(401, "a valid token is required: send 'Authorization: Bearer "
                                "<token>' or add ?token=<token>", {"WWW-Authenticate": "Bearer"})
 

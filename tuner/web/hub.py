@@ -104,9 +104,10 @@ async def send_loop(outbox: Outbox, send: Callable[[str], Awaitable[None]],
         for message in outbox.take_replies():
             await send(message)
         if outbox.frame_ready and time.monotonic() >= next_due:
-            message = encode(outbox.take_frame())
-            if message is not None:
-                await send(message)
+            frame = outbox.take_frame()  # there is one: frame_ready
+            text = None if frame is None else encode(frame)
+            if text is not None:
+                await send(text)
             next_due = time.monotonic() + period
 
 

@@ -15,7 +15,7 @@ from tuner.web.limits import MAX_BODY
 
 # On SIGTERM or Ctrl-C, open requests and websockets get this long to finish; then the
 # server closes them, so the process ends within a few seconds whatever clients do.
-GRACE_S = 2.0
+GRACE_S = 2
 
 
 def server_config(app: FastAPI) -> uvicorn.Config:

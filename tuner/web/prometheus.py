@@ -70,6 +70,6 @@ def render(snapshot: Snapshot) -> str:
                          [(f'{{phase="{p}"}}', phases[p][key]) for p in PHASES])
     for col in COUNTERS:
         lines += _per_layer(snapshot, col, counter=True)
-    for col in DERIVED:
-        lines += _per_layer(snapshot, col, counter=False)
+    for derived in DERIVED:
+        lines += _per_layer(snapshot, derived, counter=False)
     return "\n".join(lines) + "\n"

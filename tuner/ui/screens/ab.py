@@ -3,20 +3,17 @@ drift and the verdict (what `tuner ab` prints)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from tuner.control.answers import ABResult, ABStatus
 from tuner.control.report import knob_change, result_lines
 from tuner.format import figure
-from tuner.ui.screens.follow import follow_job
-
-if TYPE_CHECKING:
-    from tuner.ui.app import TunerApp
+from tuner.ui import run_exclusive
+from tuner.ui.screens.follow import JobScreen, follow_job
 
 
 def heading(job: ABStatus) -> str:
@@ -46,10 +43,9 @@ def summary(r: ABResult) -> str:
     return "\n".join([f"knobs B - A: {knob_change(r)}", *result_lines(r)])
 
 
-class ABScreen(Screen):
+class ABScreen(JobScreen[ABStatus]):
     """Follows the latest A/B until it ends; closing the screen leaves the A/B running."""
 
-    app: TunerApp
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Back")]
 
     def __init__(self, job: ABStatus):
@@ -69,7 +65,7 @@ class ABScreen(Screen):
                             ("hit %", 8), ("bytes/token", 12), ("KL", 10), ("top-1 %", 8),
                             ("output hash", 20)):
             runs.add_column(name, width=width, key=name)
-        self.run_worker(self.follow, group="ab", exclusive=True)
+        run_exclusive(self, self.follow, "ab")
 
     async def follow(self) -> None:
         await follow_job(self, self.app.backend.ab_status, "A/B",

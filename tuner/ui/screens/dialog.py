@@ -4,7 +4,7 @@ a yes-or-cancel question."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 from textual.app import ComposeResult
@@ -38,7 +38,7 @@ class Dialog(ModalScreen[R]):
         raise NotImplementedError
 
 
-def _input_type(annotation: Any) -> str:
+def _input_type(annotation: Any) -> Literal["integer", "number", "text"]:
     """What an Input accepts for a field of this type: a number field takes only one."""
     types = getattr(annotation, "__args__", (annotation,))
     return "integer" if int in types else "number" if float in types else "text"

@@ -20,6 +20,7 @@ from textual.markup import escape
 from tuner.control.answers import Curve
 from tuner.control.errors import BackendError
 from tuner.format import figure
+from tuner.ui import run_exclusive
 from tuner.ui.screens.base import SnapshotScreen
 from tuner.ui.widgets.heat_map import METRICS, Cell, HeatMap
 from tuner.ui.widgets.readout import Readout
@@ -112,11 +113,11 @@ class ExpertsScreen(SnapshotScreen):
 
     # (Textual calls these handlers of every class in the MRO: the base's run too.)
     def on_mount(self) -> None:
-        self.run_worker(self.follow, group="experts", exclusive=True)
+        run_exclusive(self, self.follow, "experts")
 
     def on_screen_resume(self) -> None:
         if self.is_mounted:  # else on_mount starts it
-            self.run_worker(self.follow, group="experts", exclusive=True)
+            run_exclusive(self, self.follow, "experts")
 
     def on_screen_suspend(self) -> None:
         self.workers.cancel_group(self, "experts")
@@ -166,4 +167,4 @@ class ExpertsScreen(SnapshotScreen):
 
     def action_toggle_window(self) -> None:
         self.windowed = not self.windowed
-        self.run_worker(self.follow, group="experts", exclusive=True)
+        run_exclusive(self, self.follow, "experts")

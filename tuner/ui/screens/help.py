@@ -52,6 +52,7 @@ def column_table() -> Table:
 
 
 class HelpScreen(ModalScreen[None]):
+    app: TunerApp
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark,f1", "dismiss", "Close"),
     ]

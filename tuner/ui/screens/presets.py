@@ -14,7 +14,7 @@ from tuner.control.answers import KnobValue
 from tuner.control.errors import Conflict
 from tuner.control.models import ABRequest
 from tuner.format import knob_text
-from tuner.ui import FAILED
+from tuner.ui import FAILED, run_exclusive
 from tuner.ui.screens.ab import ABScreen
 from tuner.ui.screens.ab_dialog import ABDialog
 from tuner.ui.screens.base import SnapshotScreen
@@ -59,7 +59,7 @@ class PresetsScreen(SnapshotScreen):
 
     def on_screen_resume(self) -> None:
         # A callable, not a coroutine: an exclusive worker may be cancelled before it starts.
-        self.run_worker(self.load, group="presets", exclusive=True)
+        run_exclusive(self, self.load, "presets")
 
     @property
     def selected(self) -> str | None:
@@ -92,12 +92,12 @@ class PresetsScreen(SnapshotScreen):
 
     def action_diff(self) -> None:
         if self.selected:
-            self.run_worker(partial(self.diff, self.selected), group="diff", exclusive=True)
+            run_exclusive(self, partial(self.diff, self.selected), "diff")
 
     def show(self, snap: Snapshot) -> None:
         # The settings moved (an apply, a change anywhere): the diff shown is redone.
         if self.diffed and self.diffed[1] != snap["settings_version"]:
-            self.run_worker(partial(self.diff, self.diffed[0]), group="diff", exclusive=True)
+            run_exclusive(self, partial(self.diff, self.diffed[0]), "diff")
 
     async def diff(self, name: str) -> None:
         version = self.app.state.version

@@ -3,19 +3,16 @@ the running one on top; `s` stops it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from tuner.control.answers import KnobValue, TuneStatus, TuneTrial
 from tuner.format import fixed
-from tuner.ui.screens.follow import follow_job
-
-if TYPE_CHECKING:
-    from tuner.ui.app import TunerApp
+from tuner.ui import run_exclusive
+from tuner.ui.screens.follow import JobScreen, follow_job
 
 COLUMNS = (("trial", 6), ("state", 9), ("vs base %", 10), ("ms/token", 10), ("base ms", 10),
            ("bytes/token", 12), ("hit %", 7), ("worker", 16), ("knobs", 60))
@@ -63,10 +60,9 @@ def cells(r: TuneTrial, front: list[int]) -> tuple:
             r["rejected"] or trial_knobs(r))
 
 
-class TuneScreen(Screen):
+class TuneScreen(JobScreen[TuneStatus]):
     """Follows the latest tune until it ends; closing the screen leaves it running."""
 
-    app: TunerApp
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Back"),
                                              Binding("s", "stop", "Stop the tune")]
 
@@ -85,7 +81,7 @@ class TuneScreen(Screen):
         for name, width in COLUMNS:
             table.add_column(name, width=width, key=name)
         self.show(self.job)
-        self.run_worker(self.follow, group="tune", exclusive=True)
+        run_exclusive(self, self.follow, "tune")
 
     async def follow(self) -> None:
         await follow_job(self, self.app.backend.tune_status, "tune",

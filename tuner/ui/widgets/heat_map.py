@@ -10,7 +10,7 @@ mouse) is the one whose figures the screen spells out.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar, Literal, TypedDict
 
 import numpy as np
 from rich.segment import Segment
@@ -27,7 +27,8 @@ from tuner.format import levels
 from tuner.ui.widgets.shades import shade_styles
 from tuner.vocabulary.snapshot import Experts
 
-METRICS = ("routings", "misses", "resident")
+Metric = Literal["routings", "misses", "resident"]  # the keys of Experts it colours by
+METRICS: tuple[Metric, ...] = ("routings", "misses", "resident")
 SHADES = 6
 LABEL = 6  # "layer " column
 
@@ -80,10 +81,10 @@ class HeatMap(ScrollView, can_focus=True):
         self._styles: list[Style] = []
 
     # -- what it shows -------------------------------------------------------------------
-    def show(self, data: Experts, metric: str) -> None:
+    def show(self, data: Experts, metric: Metric) -> None:
         """`data`: the backend's `experts()` answer."""
         self.data, self.metric = data, metric
-        self._regroup()
+        self._regroup(data)
         self.refresh()
 
     @property
@@ -100,9 +101,8 @@ class HeatMap(ScrollView, can_focus=True):
             return 1
         return 2 if 2 * self.data["experts"] <= self.size.width - LABEL else 1
 
-    def _regroup(self) -> None:
-        data = self.data
-        values = data["resident"] if self.metric == "resident" else data[self.metric]
+    def _regroup(self, data: Experts) -> None:
+        values = data[self.metric]
         if values is None:  # no residency map yet
             self._grid, self._levels = None, []
             return
@@ -137,7 +137,7 @@ class HeatMap(ScrollView, can_focus=True):
     # -- drawing -------------------------------------------------------------------------
     def on_resize(self) -> None:
         if self.data is not None:
-            self._regroup()
+            self._regroup(self.data)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()

@@ -11,7 +11,6 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal
 from textual.message import Message
-from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from tuner.control.answers import KnobInfo, KnobValue
@@ -39,13 +38,13 @@ class KnobField(Grid):
         self.knob: str = spec["name"]
         self.control = self._control(value)
 
-    def _control(self, value: KnobValue | None) -> Widget:
+    def _control(self, value: KnobValue | None) -> Switch | Select[str] | Input:
         spec, control_id = self.spec, f"knob-{self.knob}"
         if spec["kind"] == "flag":
             return Switch(value=bool(value), id=control_id)
         if spec["kind"] == "choice":
-            return Select([(c, c) for c in spec["choices"]], value=value, allow_blank=False,
-                          compact=True, id=control_id)
+            return Select([(c, c) for c in spec["choices"] or ()], value=as_text(value),
+                          allow_blank=False, compact=True, id=control_id)
         return Input(as_text(value), compact=True, select_on_focus=True, id=control_id)
 
     def compose(self) -> ComposeResult:
@@ -73,7 +72,8 @@ class KnobField(Grid):
 
     def on_select_changed(self, event: Select.Changed) -> None:
         event.stop()
-        self.post_message(self.Edited(self, event.value))
+        if isinstance(event.value, str):  # always: the select has no blank
+            self.post_message(self.Edited(self, event.value))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -87,13 +87,13 @@ class KnobField(Grid):
     def set_value(self, value: KnobValue | None) -> None:
         """Shows `value` without reporting it as an edit."""
         control = self.control
-        shown = bool(value) if isinstance(control, Switch) else (
-            value if isinstance(control, Select) else as_text(value))
-        if control.value != shown:
-            with self.prevent(Switch.Changed, Select.Changed):
-                control.value = shown
+        with self.prevent(Switch.Changed, Select.Changed):  # a reactive ignores its own value
+            if isinstance(control, Switch):
+                control.value = bool(value)
+            else:  # a choice's name or an input's text
+                control.value = as_text(value)
         if isinstance(control, Switch):
-            self.query_one(".switch-state", Label).update(knob_text(shown))
+            self.query_one(".switch-state", Label).update(knob_text(control.value))
 
     def show_problem(self, message: str | None) -> None:
         self.query_one(".knob-problem", Static).update(message or "")

@@ -29,7 +29,7 @@ from textual.strip import Strip
 from tuner.format import COLUMN_SETS, LAYER, columns_of, figure, levels
 from tuner.ui.widgets.shades import shade_styles
 from tuner.vocabulary.counters import Shown
-from tuner.vocabulary.snapshot import LayerRow
+from tuner.vocabulary.snapshot import LayerRow, layer_of
 
 SHADES = 6
 PAD = 1  # blank cells on each side of a column
@@ -153,14 +153,14 @@ class LayerTable(ScrollView, can_focus=True):
     def show(self, rows: list[LayerRow]) -> None:
         """Rows of the snapshot's `layers`; a column the engine did not send (a server of
         another version) shows as not measured."""
-        self._values = {row["layer"]: row for row in rows}
+        self._values = {layer_of(row): row for row in rows}
         shades = [levels((row.get(c.name) for row in rows), SHADES) if c is not LAYER
                   else [None] * len(rows) for c in self.shown_columns]
         changed = set(self._cells.keys() - self._values.keys())
         for i, row in enumerate(rows):
             cells = tuple((figure(row.get(c.name), c.unit), shade[i])
                           for c, shade in zip(self.shown_columns, shades))
-            layer = row["layer"]
+            layer = layer_of(row)
             if self._cells.get(layer) != cells:
                 self._cells[layer] = cells
                 self._strips.pop(layer, None)

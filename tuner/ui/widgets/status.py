@@ -34,8 +34,8 @@ class StatusLine(Readout):
             self._where(where, link),
         ]
         line = " │ ".join(parts)
-        if snap.get("error"):
-            line += f"\n[$error]{escape(snap['error'])}[/]"
+        if error := snap.get("error"):
+            line += f"\n[$error]{escape(error)}[/]"
         self.show_text(line)
 
     def waiting(self, where: str, link: str) -> None:
