@@ -60,7 +60,6 @@ class Config:
     adapt_decay: float = 0.95
     adapt_overlap: bool = False
     adapt_checkres: bool = False
-    checkres_every: int = 1
 
     # -- hardware ------------------------------------------------------------------------------
     ssd_gbps: float = 0.0

@@ -250,9 +250,6 @@ KNOBS: tuple[Knob, ...] = (
     Knob("adapt_checkres", "STRATA_ADAPT_CHECKRES", bool, False,
          "after every token compare the router's residency with the arena's slot map, per "
          "layer, counting windows checked and mismatches", "tiers", S003),
-    Knob("checkres_every", "STRATA_CHECKRES_EVERY", int, 1,
-         "adapt_checkres compares residency every this many decoded tokens", "tiers", S003,
-         1, 64, unit="tokens", search=(1, 8)),
     # hardware emulation. At the floor, 10 MB/s, a demo-model token's misses (about 40 MB)
     # take about 4 s; below it one token could take minutes.
     Knob("ssd_gbps", "STRATA_SSD_GBPS", float, 0.0,

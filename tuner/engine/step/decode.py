@@ -180,7 +180,7 @@ class Engine:
 
     def check_residency(self) -> None:
         """adapt_checkres: the router's residency mask against the slot map, per layer."""
-        if not self.cfg.adapt_checkres or self.steps % self.cfg.checkres_every:
+        if not self.cfg.adapt_checkres:
             return
         truth = np.zeros(self.arena.mask_host.shape, dtype=bool)
         for slot, key in enumerate(self.slots.key):
