@@ -76,8 +76,6 @@ class C:
     sync_misses = Count("experts", "lookups that missed: waited for a demand read, or with "
                                    "cpu_pool were computed at the link or CPU site")
     bypass = Count("experts", "misses computed from a staging buffer: no slot was eligible")
-    pf_named = Count("experts", "experts the predictor named for this layer, resident or not, "
-                                "before prefetch_max")
     pf_issued = Count("experts", "speculative reads issued for this layer")
     pf_cancelled = Count("experts", "speculation cancelled before any byte was read")
     pf_partial = Count("experts", "speculation cancelled after part of it was read")

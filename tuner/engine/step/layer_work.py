@@ -78,9 +78,7 @@ class LayerWork:
         eng.counters.per_expert.miss[l, [r if ranks is None else ranks[r]
                                          for r in missed]] = True
         if speculate and routed.stale_next is not None and eng.cfg.prefetch != "off":
-            guess = self.guess(l + 1, routed.stale_next)
-            eng.counters.add(l + 1, C.pf_named, len(guess))
-            eng.spec.issue(eng.cfg, l + 1, guess)
+            eng.spec.issue(eng.cfg, l + 1, self.guess(l + 1, routed.stale_next))
         return rows, timely, waited
 
     def guess(self, target: int, stale: np.ndarray) -> list[int]:
