@@ -238,8 +238,6 @@ DERIVED: tuple[Column, ...] = (
            lambda f: _per_token(f[C.stall_ms], f.tokens)),
     Column("sync_misses_per_token", "experts/token", "sync_misses / tokens",
            lambda f: _per_token(f[C.sync_misses], f.tokens)),
-    Column("evictions_per_token", "experts/token", "evictions / tokens",
-           lambda f: _per_token(f[C.evictions], f.tokens)),
     Column("bytes_per_token", "bytes/token", "(bytes_demand + bytes_spec) / tokens",
            lambda f: _per_token(f[C.bytes_demand] + f[C.bytes_spec], f.tokens)),
 )
