@@ -91,17 +91,4 @@ class TwoHit(LRU):
         yield from self._hot
 
 
-class FIFO(LRU):
-    """First inserted first: a claim or a speculative hit does not move a slot."""
-
-    name = "fifo"
-    summary = "first inserted first, claims leave the order"
-
-    def claim(self, slot: int) -> None:
-        pass
-
-    def touch(self, slot: int) -> None:
-        pass
-
-
-POLICIES = {cls.name: cls for cls in (LRU, TwoHit, FIFO)}
+POLICIES = {cls.name: cls for cls in (LRU, TwoHit)}
