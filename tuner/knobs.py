@@ -134,8 +134,8 @@ KNOBS: tuple[Knob, ...] = (
     # prefetch
     Knob("prefetch", "STRATA_PREFETCH", str, "off",
          "predictor whose guesses for the next layer are read ahead", "prefetch", S001,
-         choices=("off", "prev", "stale", "agree"),
-         search=("off", "prev", "stale", "agree")),
+         choices=("off", "prev", "stale"),
+         search=("off", "prev", "stale")),
     Knob("prefetch_max", "STRATA_PREFETCH_MAX", int, 2,
          "predicted misses speculated per layer (0 = all)", "prefetch", S001, 0, 512,
          unit="experts",

@@ -73,22 +73,7 @@ class Stale:
         return None
 
 
-class Agree:
-    """The experts both the previous token's routing and the stale gate name, in the stale
-    gate's order: fewer reads, each likelier to be used."""
-
-    name = "agree"
-
-    def rank(self, cfg: Config, k: int, prev: list[int] | None, stale: torch.Tensor | None,
-             resident: Resident) -> list[int]:
-        named = set(prev or [])
-        return [e for e in Stale().rank(cfg, k, prev, stale, resident) if e in named]
-
-    def pick(self, cfg: Config) -> tuple[int, float, float] | None:
-        return None
-
-
-PREDICTORS: dict[str, Predictor] = {p.name: p for p in (Prev(), Stale(), Agree())}
+PREDICTORS: dict[str, Predictor] = {p.name: p for p in (Prev(), Stale())}
 
 
 def predict(cfg: Config, k: int, prev: list[int] | None, stale: torch.Tensor | None,
