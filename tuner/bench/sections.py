@@ -102,8 +102,6 @@ SECTIONS: tuple[Section, ...] = (
             "prediction, with the link_gbps and cpu_gbps of a preset such as seed002-x4 "
             "scaled by --scale, or the real sites when both are 0", "tuner.bench.sites",
             gpu=True),
-    Section("snapshot", "snapshot", "the time of one snapshot of the counters against the time "
-            "of one token at the current settings", "tuner.bench.snapshot", tokens=32),
 )
 BY_NAME = {s.name: s for s in SECTIONS}
 DEFAULT = tuple(s.name for s in SECTIONS if s.default)
