@@ -260,8 +260,6 @@ class ABSpec(QualityGate):
         [], max_length=8, title="workloads (a,b,...)", description="workloads to run the "
         f"pairs on, each in turn: {', '.join(WORKLOADS)} or a JSON-lines file (empty: the "
         "settings' workload)")
-    caption: str = Field("", max_length=80, title="caption", description="a name for the "
-                         "comparison, given back with its result")
     rules: Annotated[str, OneOf(("", *RULESETS))] = Field(
         "", title=f"rules ({', '.join(RULESETS)})", description="rule set deciding the "
         "verdict per workload and phase (\"\": timing only)")

@@ -197,4 +197,4 @@ def _result(a: Settings, b: Settings, spec: ABSpec, warmup: int, names: list[str
             "knob_diff": knob_diff(a, b), **first, "runs": measured,
             "workloads": results, "rules": label, "outcomes": outcomes, "verdict": final,
             "rejected": any(o["status"] == REJECT for o in outcomes),
-            "notes": span_notes(measured, spec.tokens), "caption": spec.caption}
+            "notes": span_notes(measured, spec.tokens)}
