@@ -309,9 +309,6 @@ class TuneSpec(QualityGate):
     objective: Annotated[str, OneOf(tuple(OBJECTIVES))] = Field(
         DEFAULT_OBJECTIVE, title="objective: ms or stall",
         description="time objective: ms per token or exposed stall per token")
-    sampler_seed: Annotated[Whole, Within(0, 2**31 - 1)] = Field(
-        0, title="sampler seed", description="seed of the TPE sampler: the same seed "
-        "proposes the same trials")
 
 
 class TuneRequest(TuneSpec):

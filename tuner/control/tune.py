@@ -160,7 +160,7 @@ class TuneRunner:
         from tuner.tune.run import tune
 
         try:
-            result = tune(spec, job.trials, job.storage, job.study, job.sampler_seed,
+            result = tune(spec, job.trials, job.storage, job.study,
                           on_event=lambda kind, r, study: self._on(job, kind, r, study),
                           stop=job.stop)
             job.state = "done" if result["complete"] else "stopped"
