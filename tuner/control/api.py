@@ -136,10 +136,6 @@ class Backend(ABC):
         """Everything the engine measured, taken now (the websockets send the same, at
         their rate; `latest()` is the newest a backend has without asking)."""
 
-    @route("GET", "/api/notes")
-    async def notes(self) -> list[str]:
-        """What is off or capped at the current settings, and how to read a figure."""
-
     @route("POST", "/api/session/pause")
     async def pause(self) -> RunState:
         """Stops decoding at the next token boundary."""

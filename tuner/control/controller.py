@@ -134,9 +134,6 @@ class Controller:
     def snapshot(self) -> Snapshot:
         return self.session.snapshot()
 
-    def notes(self) -> list[str]:
-        return self.session.snapshot()["notes"]
-
     def pause(self) -> RunState:
         self.session.pause()
         return RunState(state=self.session.state)

@@ -21,12 +21,6 @@ def snapshot(controller: ControllerDep) -> Snapshot:
     return controller.snapshot()
 
 
-@router.get("/notes", response_model=list[str])
-def notes(controller: ControllerDep) -> list[str]:
-    """What is off or capped at the current settings, and how to read a figure."""
-    return controller.notes()
-
-
 @router.get("/experts", response_model=Experts)
 def experts(controller: ControllerDep,
             view: Literal["window", "cumulative"] = "window") -> Experts:
