@@ -1,7 +1,8 @@
 """Replay modes: what keeps experts in the arena while a trace replays, registered by name.
 
-* `lru`, `2q`: the engine's cache policies (tuner.vocabulary.policies), every routing claimed
-  through the slot map exactly as the live engine claims it.
+* `lru`, `2q`: the engine's cache policies, one mode each from their registry
+  (tuner.vocabulary.policies), every routing claimed through the slot map exactly as the
+  live engine claims it.
 * `opt`: Belady's MIN (belady.py), the bound no policy without read-ahead beats.
 * `static`: the most-routed pairs of the whole trace pinned for all of it (an oracle of
   the counts); a routed expert outside them is read and not kept.
@@ -29,6 +30,7 @@ import numpy as np
 
 from tuner.knobs import BY_NAME
 from tuner.traces.belady import Belady, future_uses
+from tuner.vocabulary.policies import POLICIES
 from tuner.vocabulary.slots import CLAIMED_SPEC, HIT, SlotMap
 
 Rows = list[list[list[int]]]  # [token][layer] -> expert ids in rank order (Trace.rows)
@@ -171,8 +173,8 @@ def _read_ahead(predictor: Callable[[Rows, list[int]], Predictor]):
 
 
 MODES = {m.name: m for m in (
-    Mode("lru", "the engine's LRU", _policy("lru")),
-    Mode("2q", "the engine's two-hit LRU", _policy("2q")),
+    *(Mode(name, f"the engine's cache policy: {policy.summary}", _policy(name))
+      for name, policy in POLICIES.items()),
     Mode("opt", "Belady's MIN: evicts the resident used farthest in the future; no policy "
          "without read-ahead beats it", _opt),
     Mode("static", "the most-routed pairs of the whole trace pinned (an oracle of the "
