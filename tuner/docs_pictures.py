@@ -16,7 +16,7 @@ import asyncio
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
@@ -28,16 +28,25 @@ WARM_TOKENS = 120  # decoded before the terminal UI's pictures
 PAGE_TOKENS = 120  # decoded with the page open, so its charts have a history
 
 
-def _until(check: Callable[[], object], timeout: float, what: str) -> None:
+def _polls(timeout: float, what: str) -> Iterator[None]:
+    """Yields until `timeout` seconds have passed, then raises."""
     deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"waited {timeout:.0f} s for {what}")
+    while time.monotonic() < deadline:
+        yield
+    raise TimeoutError(f"waited {timeout:.0f} s for {what}")
+
+
+def _until(check: Callable[[], object], timeout: float, what: str) -> None:
+    for _ in _polls(timeout, what):
+        if check():
+            return
         time.sleep(0.2)
 
 
-def _terminal_svgs(controller, screens: dict[str, str]) -> dict[str, str]:
-    """The terminal UI's screens (name -> the key that opens it), as Textual's SVG."""
+def _terminal_svgs(controller, screens: dict[str, str],
+                   ready: dict[str, Callable[[], object]]) -> dict[str, str]:
+    """The terminal UI's screens (name -> the key that opens it), as Textual's SVG, each
+    taken once its `ready` check (if any) holds: what it shows is computed by then."""
     from tuner.control.embedded import EmbeddedBackend
     from tuner.ui.app import create_app
 
@@ -48,6 +57,10 @@ def _terminal_svgs(controller, screens: dict[str, str]) -> dict[str, str]:
         async with app.run_test(size=TERMINAL) as pilot:
             for name, key in screens.items():
                 await pilot.press(key)
+                for _ in _polls(300, f"the {name} screen's figures"):
+                    if name not in ready or ready[name]():
+                        break
+                    await pilot.pause(0.2)
                 await pilot.pause(4.0)  # the newest snapshot, repainted
                 svgs[name] = app.export_screenshot(title="tuner tui")
 
@@ -79,7 +92,9 @@ def make(out: Path) -> list[Path]:
     written: list[Path] = []
     try:
         _until(lambda: session.tokens >= WARM_TOKENS, 900, f"{WARM_TOKENS} tokens")
-        svgs = _terminal_svgs(controller, {"overview": "1", "layers": "2", "experts": "5"})
+        # The experts screen's hit curve is computed in the background once it is asked for.
+        svgs = _terminal_svgs(controller, {"overview": "1", "layers": "2", "experts": "5"},
+                              ready={"experts": lambda: controller.curve() is not None})
         with serve_in_thread(create_app(controller)) as url, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             for name, svg in svgs.items():

@@ -99,7 +99,7 @@ def _print(traces: list[Routing], model: Routing, public: list[Routing], out: di
                    "-".join(fixed(v, f".{decimals}f") for v in span) if span else "-"))
     print(_row("per-layer LRU hit vs depth, Spearman",
                [" ".join(fixed(v, ".2f") for v in c.depth_rho) or "-" for c in columns],
-               f"at {sizes} %"))
+               f"at {sizes} %, each layer's hit in the one shared arena"))
     print(f"\nhit % at {sizes} % of the layer-expert pairs")
     print(_row("  arena slots", [" ".join(str(n) for n in c.slots) for c in columns]))
     print(_row("  in working sets (layers x top-k)",
