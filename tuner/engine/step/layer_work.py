@@ -75,8 +75,9 @@ class LayerWork:
         ahead = routed.ahead if ranks is None else {i for i, r in enumerate(ranks)
                                                     if r in routed.ahead}
         rows, timely, waited, missed = self.claim(l, served, ahead)
-        eng.counters.per_expert.miss[l, [r if ranks is None else ranks[r]
-                                         for r in missed]] = True
+        if missed:  # an indexed write costs even when it writes nothing
+            eng.counters.per_expert.miss[l, [r if ranks is None else ranks[r]
+                                             for r in missed]] = True
         if speculate and routed.stale_next is not None and eng.cfg.prefetch != "off":
             eng.spec.issue(eng.cfg, l + 1, self.guess(l + 1, routed.stale_next))
         return rows, timely, waited
