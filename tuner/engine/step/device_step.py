@@ -302,9 +302,10 @@ class DeviceStep:
         pack, E = self.pack[l], self.E
         pack[:2 * K].copy_(torch.cat([sel, rows]))
         probes = None
-        if route.probes:  # this layer's router and layer l+1's on x, in one product
-            probes = dec.routers[l:l + 2].view(-1, x.shape[-1]) @ x.float()  # [E or 2E]
-            pack[2 * K:2 * K + len(probes)].copy_(probes)
+        if route.probes:  # this layer's router and layer l+1's on x, in one product written
+            # in place: a copy more would be one more operation of the layer's graph
+            both = dec.routers[l:l + 2].view(-1, x.shape[-1])
+            probes = torch.mv(both, x.float(), out=pack[2 * K:2 * K + len(both)])  # [E or 2E]
         if route.scores:
             pack[2 * K + 2 * E:3 * K + 2 * E].copy_(logits.index_select(0, sel))
         if ahead:
