@@ -178,25 +178,34 @@ def open_file(path: str | os.PathLike, limit: Limit) -> IO[bytes]:
     the open descriptor, so what is read is what was checked."""
     path = check(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        # the file object owns the descriptor from its creation: an interrupt landing after
+        # it (Ctrl-C, SIGTERM) closes it once, where closing a bare descriptor that a file
+        # object had taken closed it twice, the second time a number reused by another file
+        f = open(path, "rb", opener=_without_waiting)
+    except IsADirectoryError:  # the file object refuses a folder itself
+        raise PathError.of(path, f"a folder, not a regular file; {limit.allowed()}") from None
     except OSError as err:
         if err.errno in _ABSENT:
             raise Missing.of(path, f"no such file; {limit.allowed()}") from None
         raise PathError.of(path, f"cannot be opened ({err.strerror}); {limit.allowed()}") \
             from None
     try:
-        info = os.fstat(fd)
+        info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
             what = next((name for test, name in _KINDS if test(info.st_mode)), "not a file")
             raise PathError.of(path, f"{what}, not a regular file; {limit.allowed()}")
         if info.st_size > limit.size:
             raise PathError.of(path, f"{info.st_size:,} bytes, over the limit; "
                                f"{limit.allowed()}")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        os.set_blocking(f.fileno(), True)
+        return f
     except BaseException:
-        os.close(fd)
+        f.close()
         raise
+
+
+def _without_waiting(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NONBLOCK)
 
 
 def read_bytes(path: str | os.PathLike, limit: Limit) -> bytes:
