@@ -134,7 +134,7 @@ class DeviceStep:
         self.out = torch.zeros(mc.vocab_size, dtype=torch.float32, device=dev)
         self.pos = 0
         # each layer's event, timed: one event a layer both wakes the host and times the
-        # layer (from the event before its run: a pair of its own costs the device more)
+        # layer (from the event before its run), where a pair of its own added two records
         self.done = [torch.cuda.Event(enable_timing=True) for _ in range(L)] if self.cuda \
             else []
         self._begin = torch.cuda.Event(enable_timing=True) if self.cuda else None
