@@ -1,8 +1,9 @@
 """The hit path against the fully resident one with 1, 2 and 3 layers queued ahead of the
 host (device_first.QUEUE_AHEAD), and the host's own time per layer: settling a layer
 (DeviceFirst._settle), launching one (DeviceFirst._launch) and the replays (DeviceStep.run,
-the resident path's too), on one model, every lookup a hit, interleaved rounds; then with
-the layers' timing events off (`clock`: the per-layer layer_ms spans).
+the resident path's too), on one model, every lookup a hit, interleaved rounds. GPU call 24
+ran it at commit ecb6a72, where it also timed the hit path with the layers' timing pairs
+off (layers have one event of their own since).
 
     python3 lab/hit_ahead.py MODEL_FOLDER
 """
@@ -80,12 +81,4 @@ for ahead in (1, 2, 3):
     a, settle, launch, replay = (statistics.median(x) for x in zip(*host))
     print(f"ahead {ahead}: engine {a:.3f} ms/token, / resident {statistics.median(ratios):.3f}; "
           f"host per layer: settle {settle:.1f} us, launch {launch:.1f} us, replay {replay:.1f} us")
-device_first.QUEUE_AHEAD = 1
-engine.clock.open = engine.clock.close = lambda *_: None
-ms(engine.step)
-ratios = []
-for _ in range(ROUNDS):
-    a = ms(engine.step)
-    ratios.append(a / ms(resident.step))
-print(f"no layer timing events: engine {a:.3f} ms/token, / resident {statistics.median(ratios):.3f}")
 engine.close()

@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 import signal
 
-import pytest
-
 from tuner.vocabulary import inputs
 
 ROUNDS = 3000
@@ -24,7 +22,6 @@ def _interrupt(signum, frame):
     raise Landed
 
 
-@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs interval timers")
 def test_an_interrupt_anywhere_in_a_read_ends_it_cleanly(tmp_path):
     path = tmp_path / "config.json"
     path.write_bytes(b'{"a": 1}')

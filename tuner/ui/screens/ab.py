@@ -43,7 +43,7 @@ def summary(r: ABResult) -> str:
     return "\n".join([f"knobs B - A: {knob_change(r)}", *result_lines(r)])
 
 
-class ABScreen(JobScreen[ABStatus]):
+class ABScreen(JobScreen):
     """Follows the latest A/B until it ends; closing the screen leaves the A/B running."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Back")]
@@ -68,7 +68,7 @@ class ABScreen(JobScreen[ABStatus]):
         run_exclusive(self, self.follow, "ab")
 
     async def follow(self) -> None:
-        await follow_job(self, self.app.backend.ab_status, "A/B",
+        await follow_job(self, self.app.backend.ab_status, self.show, "A/B",
                          lambda job: job.state != "running")
 
     def show(self, job: ABStatus) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from textual.screen import Screen
 
@@ -17,20 +17,16 @@ if TYPE_CHECKING:
 J = TypeVar("J", ABStatus, TuneStatus)
 
 
-class JobScreen(Screen, Generic[J]):
-    """A screen that shows a job's readings as `follow_job` hands them over."""
+class JobScreen(Screen):
+    """A screen that follows a job (`follow_job`), typed as this app's."""
 
     app: TunerApp
 
-    def show(self, job: J) -> None:
-        """Puts the job's latest reading on the screen."""
-        raise NotImplementedError
 
-
-async def follow_job(screen: JobScreen[J], fetch: Callable[[], Awaitable[J | None]],
-                     title: str, over: Callable[[J], bool]) -> None:
-    """Polls the job at the repaint rate and hands each reading to `screen.show` until it
-    is over. Run as a worker on the event loop, so the remote backend's requests never
+async def follow_job(screen: JobScreen, fetch: Callable[[], Awaitable[J | None]],
+                     show: Callable[[J], None], title: str, over: Callable[[J], bool]) -> None:
+    """Polls the job at the repaint rate and hands each reading to `show` until it is
+    over. Run as a worker on the event loop, so the remote backend's requests never
     block the UI; a lost server is reported once, not at every poll."""
     reported = None
     while True:
@@ -42,7 +38,7 @@ async def follow_job(screen: JobScreen[J], fetch: Callable[[], Awaitable[J | Non
                 screen.notify(reported, title=title, severity="error", markup=False)
             job = None
         if job is not None:
-            screen.show(job)
+            show(job)
             if over(job):
                 return
         await asyncio.sleep(1 / screen.app.refresh_hz)

@@ -60,7 +60,7 @@ def cells(r: TuneTrial, front: list[int]) -> tuple:
             r["rejected"] or trial_knobs(r))
 
 
-class TuneScreen(JobScreen[TuneStatus]):
+class TuneScreen(JobScreen):
     """Follows the latest tune until it ends; closing the screen leaves it running."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Back"),
@@ -84,7 +84,7 @@ class TuneScreen(JobScreen[TuneStatus]):
         run_exclusive(self, self.follow, "tune")
 
     async def follow(self) -> None:
-        await follow_job(self, self.app.backend.tune_status, "tune",
+        await follow_job(self, self.app.backend.tune_status, self.show, "tune",
                          lambda job: job.state in OVER)
 
     def show(self, job: TuneStatus) -> None:
