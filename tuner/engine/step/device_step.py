@@ -143,10 +143,7 @@ class DeviceStep:
         self.spans: list[list] = [[0.0, 0.0] for _ in range(L)]
         # held once: asking torch for the current stream costs more than recording an event
         self.stream = torch.cuda.current_stream(dev) if self.cuda else None
-        # by part, layer and span: "body" (a whole layer), or where it reads ahead "front"
-        # (to its choice of the next layer's misses), "copy" (the copies into a layer's
-        # speculation rows) and "back" (its experts), and "fix"
-        self.graphs: dict[tuple[str, int, int], torch.cuda.CUDAGraph] = {}
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (layer, span)
         self._head: torch.cuda.CUDAGraph | None = None
         self._pool = torch.cuda.graph_pool_handle() if self.cuda else None
         self._rows = torch.zeros(K, dtype=torch.int64, pin_memory=self.cuda)
@@ -154,29 +151,16 @@ class DeviceStep:
         # read ahead (Ahead): the experts of each set of speculation rows (-1: none), whether
         # a layer routed since the sequence started (prev), and the stream the copies take
         self.ahead_ids = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
-        self.ahead_src = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)  # far rows
+        self.ahead_src = torch.full((K,), -1, dtype=torch.int64, device=dev)  # their far rows
         self.routed = torch.zeros(L, dtype=torch.bool, device=dev)
         self.ahead_stream = torch.cuda.Stream(dev) if self.cuda else None
-        # a layer's copies read ahead, on CUDA: started once the layer before has chosen them
-        # (`_chosen`), awaited by this layer's experts (`_copied`), issued this token
-        self._chosen = [torch.cuda.Event() for _ in range(L)] if self.cuda else []
-        self._copied = [torch.cuda.Event() for _ in range(L)] if self.cuda else []
-        self._copying = [False] * L
-        self.sel_rows = torch.zeros(L, 2 * K, dtype=torch.int64, device=dev)  # ids, rows found
+        self._fixes: dict[int, torch.cuda.CUDAGraph] = {}  # by layer
         self.captured = 0  # graphs captured so far
 
     def set_route(self, route: Route) -> None:
         if route != self.route:
             self.route = route
-            for key in [k for k in self.graphs if k[0] in ("body", "front")]:
-                del self.graphs[key]  # captured with the old routing
-
-    @property
-    def splits(self) -> bool:
-        """On CUDA a layer that reads ahead runs as three graphs (`_split`): one graph would
-        end only when its copies did, so they could not overlap the next layer's attention,
-        where the link is idle."""
-        return self.cuda and self.route.ahead is not None and self.experts.speculates
+            self.graphs.clear()  # captured with the old routing
 
     def warm(self, fixes: bool = True) -> list[float]:
         """On CUDA, captures every graph a token can replay that is not captured yet: each
@@ -193,12 +177,9 @@ class DeviceStep:
         for layer in range(self.L):
             t0, before = time.perf_counter(), self.captured
             for span in self.dec.spans():
-                self._graph("front" if self.splits else "body", layer, span)
-            if self.splits:
-                self._graph("back", layer)
-                self._graph("copy", layer % SPEC_SETS)
+                self._body_graph(layer, span)
             if fixes:
-                self._graph("fix", layer)
+                self._fix_graph(layer)
             if layer + 1 == self.L and self._head is None:
                 self._head = self._capture(self._logits)
             if self.captured != before:
@@ -219,7 +200,6 @@ class DeviceStep:
         self.pos = pos
         self.tokpos[0].fill_(token)
         self.tokpos[1].fill_(pos)
-        self._copying[:] = [False] * self.L
         if self._begin is not None:
             self._begin.record(self.stream)
             self._last = self._begin
@@ -233,36 +213,11 @@ class DeviceStep:
             self._body(layer, span)
             self.spans[layer] = [start, time.perf_counter()]
             return
-        if self.splits:
-            self._split(layer, span)
-        else:
-            self._graph("body", layer, span).replay()
+        self._body_graph(layer, span).replay()
         done = self.done[layer]
         done.record(self.stream)
         self.spans[layer] = [self._last, done]
         self._last = done
-
-    def _split(self, layer: int, span: int) -> None:
-        """Layer `layer` as three graphs: its front (to what it reads ahead for the next
-        layer), then those copies on a stream of their own, then its experts, which wait
-        only for the copies into their own speculation rows (issued by the layer before).
-        So a layer's copies overlap its own experts and the next layer's attention. A layer
-        run again issues its copies again on the same stream: its experts wait for the
-        last, and each row the last names is written by it."""
-        main, side = self.stream, self.ahead_stream
-        assert main is not None and side is not None  # CUDA
-        self._graph("front", layer, span).replay()
-        nxt = layer + 1
-        if nxt < self.L:
-            self._chosen[layer].record(main)
-            side.wait_event(self._chosen[layer])
-            with torch.cuda.stream(side):
-                self._graph("copy", nxt % SPEC_SETS).replay()
-            self._copied[nxt].record(side)
-            self._copying[nxt] = True
-        if self._copying[layer]:
-            main.wait_event(self._copied[layer])
-        self._graph("back", layer).replay()
 
     def read(self, layer: int) -> Pack:
         """Waits for the layer's body; its pack."""
@@ -282,7 +237,7 @@ class DeviceStep:
             self._fix(layer, idx.to(self.fix_rows.device, non_blocking=True), w)
         else:
             self.fix_rows[layer].copy_(idx, non_blocking=True)
-            self._graph("fix", layer).replay()
+            self._fix_graph(layer).replay()
         if not self.cuda:
             self.spans[layer][1] = time.perf_counter()
             return
@@ -290,12 +245,8 @@ class DeviceStep:
         self._last = self.done[layer]
 
     def _fix(self, layer: int, rows: torch.Tensor, w: torch.Tensor) -> None:
-        self._out(layer, self.experts.mix(self.x[layer], w, rows))
-
-    def _out(self, layer: int, y: torch.Tensor) -> None:
-        """The layer's output from its experts' sum `y`: the residual after attention plus
-        the MoE block's output."""
         x = self.x[layer]
+        y = self.experts.mix(x, w, rows)
         self.h[layer + 1].copy_(self.hatt[layer] + self.dec.shared_output(layer, x, y))
 
     def logits(self) -> torch.Tensor:
@@ -322,29 +273,8 @@ class DeviceStep:
 
     # -- the bodies ----------------------------------------------------------------------
     def _body(self, l: int, span: int) -> None:
-        """One layer, eagerly or as one graph; `span`: the attention span where shapes are
-        fixed (the position is on the device then). On CUDA what it reads ahead for the next
-        layer is chosen and copied on a stream of its own, overlapping its experts."""
-        self._front(l, span)
-        side = None
-        if self._reads_ahead(l):
-            side = self.ahead_stream
-            if side is not None:
-                side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side) if side is not None else nullcontext():
-                self._choose(l + 1)
-                self._copy((l + 1) % SPEC_SETS)
-        self._back(l)
-        if side is not None:  # the next layer's body reads what was read ahead
-            torch.cuda.current_stream().wait_stream(side)
-
-    def _reads_ahead(self, l: int) -> bool:
-        return self.route.ahead is not None and self.experts.speculates and l + 1 < self.L
-
-    def _front(self, l: int, span: int, choose: bool = False) -> None:
-        """Layer l to its routing: attention, the router, each selected expert's row
-        (`sel_rows`), the MoE block's input and weights, and the pack for the host; with
-        `choose`, what it reads ahead for the next layer."""
+        """One layer; `span`: the attention span where shapes are fixed (the position is on
+        the device then)."""
         dec, route, K = self.dec, self.route, self.K
         h = dec.embed.index_select(0, self.tokpos[:1])[0] if l == 0 else self.h[l]
         if self.branchless:
@@ -370,11 +300,12 @@ class DeviceStep:
         self.x[l].copy_(x)
         self.w[l].copy_(w)
         pack, E = self.pack[l], self.E
-        pack[:2 * K].copy_(torch.cat([sel, rows], out=self.sel_rows[l]))
+        pack[:2 * K].copy_(torch.cat([sel, rows]))
+        probes = None
         if route.probes:  # this layer's router and layer l+1's on x, in one product written
             # in place: a copy more would be one more operation of the layer's graph
             both = dec.routers[l:l + 2].view(-1, x.shape[-1])
-            torch.mv(both, x.float(), out=pack[2 * K:2 * K + len(both)])  # [E or 2E]
+            probes = torch.mv(both, x.float(), out=pack[2 * K:2 * K + len(both)])  # [E or 2E]
         if route.scores:
             pack[2 * K + 2 * E:3 * K + 2 * E].copy_(logits.index_select(0, sel))
         if ahead:
@@ -385,62 +316,63 @@ class DeviceStep:
             self.routed[l:l + 1].fill_(True)
         if self.cuda:
             self.pack_host[l].copy_(self.pack[l], non_blocking=True)
-        if choose and self._reads_ahead(l):
-            self._choose(l + 1)
-
-    def _back(self, l: int) -> None:
-        """Layer l's experts, from the rows its front found, and its output."""
-        K, E = self.K, self.E
-        x, w, rows = self.x[l], self.w[l], self.sel_rows[l, K:]
+        side = None
+        if ahead and l + 1 < self.L:
+            assert probes is not None  # the engine packs probes whenever it reads ahead
+            side = self._read_ahead(l + 1, probes[E:])
         if self.experts.far is not None:  # a missing expert is read where it is
-            y = self.experts.mix(x, w, rows, self.sel_rows[l, :K] + l * E, l)
+            y = self.experts.mix(x, w, rows, sel + l * self.E, l)
         elif self.branchless:  # a missing expert computes row 0; the host fixes the layer
             y = self.experts.mix(x, w, rows.clamp(min=0))
         elif bool((rows < 0).any()):
             return
         else:
             y = self.experts.mix(x, w, rows)
-        self._out(l, y)
+        self.h[l + 1].copy_(h + dec.shared_output(l, x, y))
+        if side is not None:  # the next layer's body reads what was read ahead
+            torch.cuda.current_stream().wait_stream(side)
 
-    def _choose(self, nxt: int) -> None:
-        """What the layer before reads ahead for layer `nxt`: its predicted misses in rank
-        order, at most `limit`, as ids and rows of the host copy in nxt's speculation set
-        (the plain stale gate ranks by the scores the layer before packed: layer nxt's
-        router on its input; a moce pick routes first)."""
+    def _read_ahead(self, nxt: int, scores: torch.Tensor) -> torch.cuda.Stream | None:
+        """Reads layer `nxt`'s predicted misses into its speculation rows, in rank order,
+        at most `limit` (`scores` [E]: its router on this layer's input). On CUDA two
+        kernels on a stream of their own (the plain stale gate; a moce pick routes first),
+        so the copies overlap this layer's experts; returns that stream."""
         a, K, E = self.route.ahead, self.K, self.E
         assert a is not None  # the body reads ahead only with Ahead
-        scores = self.pack[nxt - 1, 2 * K + E:2 * K + 2 * E]
-        pred, ok = None, None
-        if a.predictor == "prev":  # what layer nxt routed for the previous token
-            pred, ok = self.pack[nxt, :K].long(), self.routed[nxt:nxt + 1]
-        elif a.pick is not None:  # the set the moce router will pick
-            assert self.mask is not None  # a moce pick is asked of the engine's bodies
-            pred = router.select(scores, self.mask[nxt], K, *a.pick)
-        ids, src = self.ahead_ids[nxt % SPEC_SETS], self.ahead_src[nxt % SPEC_SETS]
-        if self.experts.fused:
-            fused.choose_ahead(scores, pred, ok, self.table[nxt], ids, src, a.limit,
-                               a.drop_cold, nxt * E)
-        else:
-            ids.copy_(choose(scores, pred, ok, self.table[nxt], K, a.limit, a.drop_cold))
-            src.copy_(torch.where(ids >= 0, ids + nxt * E, -1))
-
-    def _copy(self, at: int) -> None:
-        """Reads the experts chosen for speculation set `at` into its rows."""
-        self.experts.speculate(at, self.ahead_src[at])
+        side = self.ahead_stream
+        if side is not None:
+            side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side) if side is not None else nullcontext():
+            pred, ok = None, None
+            if a.predictor == "prev":  # what layer nxt routed for the previous token
+                pred, ok = self.pack[nxt, :K].long(), self.routed[nxt:nxt + 1]
+            elif a.pick is not None:  # the set the moce router will pick
+                assert self.mask is not None  # a moce pick is asked of the engine's bodies
+                pred = router.select(scores, self.mask[nxt], K, *a.pick)
+            ids, src = self.ahead_ids[nxt % SPEC_SETS], self.ahead_src
+            if self.experts.fused:
+                fused.choose_ahead(scores, pred, ok, self.table[nxt], ids, src, a.limit,
+                                   a.drop_cold, nxt * E)
+            else:
+                ids.copy_(choose(scores, pred, ok, self.table[nxt], K, a.limit, a.drop_cold))
+                src.copy_(torch.where(ids >= 0, ids + nxt * E, -1))
+            self.experts.speculate(nxt, src)
+        return side
 
     def _logits(self) -> None:
         self.out.copy_(self.dec.logits(self.h[self.L]))
 
-    def _graph(self, part: str, at: int, span: int = 0) -> torch.cuda.CUDAGraph:
-        """The graph of a part (`graphs`) at a layer (a speculation set for "copy") and
-        span, captured on first use."""
-        graph = self.graphs.get((part, at, span))
+    def _body_graph(self, layer: int, span: int) -> torch.cuda.CUDAGraph:
+        graph = self.graphs.get((layer, span))
         if graph is None:
-            fn = {"body": lambda: self._body(at, span),
-                  "front": lambda: self._front(at, span, True),
-                  "back": lambda: self._back(at), "copy": lambda: self._copy(at),
-                  "fix": lambda: self._fix(at, self.fix_rows[at], self.w[at])}[part]
-            graph = self.graphs[part, at, span] = self._capture(fn)
+            graph = self.graphs[layer, span] = self._capture(lambda: self._body(layer, span))
+        return graph
+
+    def _fix_graph(self, layer: int) -> torch.cuda.CUDAGraph:
+        graph = self._fixes.get(layer)
+        if graph is None:
+            graph = self._fixes[layer] = self._capture(
+                lambda: self._fix(layer, self.fix_rows[layer], self.w[layer]))
         return graph
 
     def _capture(self, fn) -> torch.cuda.CUDAGraph:
