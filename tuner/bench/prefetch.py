@@ -30,7 +30,9 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
     stale, off, stale, ...) after a turn that warms both; the text is the session's
     workload as the model samples it, so the arena meets the misses a session meets. The
     ratio is the median of each turn's stale / off; stall and bytes per token say where
-    the difference goes."""
+    the difference goes, and `bytes_ratio` (expert bytes moved per token, stale / off) is
+    what it costs where the misses' bytes set the pace: a ratio above it is time the
+    bytes do not explain."""
     ckpt = Checkpoint(model_folder(cfg))
     device = pick_device(cfg.device)
     cfg = replace(cfg, cpu_pool=False)
@@ -73,11 +75,14 @@ def _pair(ckpt: Checkpoint, cfg: Config, device: torch.device, text: list[int], 
         for engine in engines.values():
             engine.close()
     off, stale = (statistics.median(runs[pf]) for pf in ("off", "stale"))
+    per_token = {pf: _per_token(c, len(text) - n) for pf, c in counts.items()}
+    moved = {pf: f[C.bytes_demand.name] + f[C.bytes_spec.name] for pf, f in per_token.items()}
     return {"none_ms_per_token": round(off, 3), "stale_ms_per_token": round(stale, 3),
             "ratio": round(statistics.median(s / o for s, o in zip(runs["stale"], runs["off"])),
                            4),
             "ratio_of_medians": ratio(stale, off),
-            "per_token": {pf: _per_token(c, len(text) - n) for pf, c in counts.items()},
+            "bytes_ratio": ratio(moved["stale"], moved["off"]),
+            "per_token": per_token,
             "none_runs": [round(x, 3) for x in runs["off"]],
             "stale_runs": [round(x, 3) for x in runs["stale"]]}
 
@@ -104,7 +109,8 @@ def text(r: dict) -> str:
     for store, s in r["stores"].items():
         off, stale = s["per_token"]["off"], s["per_token"]["stale"]
         parts.append(f"{store} store {s['stale_ms_per_token']} / {s['none_ms_per_token']} "
-                     f"ms/token = {s['ratio']} (stall {stale['stall_ms']} / {off['stall_ms']} "
+                     f"ms/token = {s['ratio']}, bytes moved {s['bytes_ratio']} "
+                     f"(stall {stale['stall_ms']} / {off['stall_ms']} "
                      f"ms/token, {stale['pf_timely']} of {stale['pf_issued']} read ahead "
                      "per token used)")
     return "(h) prefetch: stale gate / none, " + "; ".join(parts)
