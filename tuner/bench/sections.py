@@ -86,7 +86,8 @@ SECTIONS: tuple[Section, ...] = (
             "token by token, each on a cold arena", "tuner.bench.prefill"),
     Section("prefetch", "(h) prefetch", "ms per token with stale-gate prefetch against none "
             "at the current settings, with the RAM and the disk store, interleaved on the "
-            "same greedy tokens, with stall and bytes per token", "tuner.bench.prefetch",
+            "same greedy tokens, with stall and bytes per token and the bytes moved, "
+            "stale / none, beside the time", "tuner.bench.prefetch",
             gpu=True),
     Section("peer", "peer", "the engine against transformers on the same checkpoint, fully "
             "resident and with accelerate's offload at the engine's fast-memory budget "
