@@ -116,6 +116,10 @@ def test_realism_of_a_trace_beside_itself_and_the_public_logs(recorded, capsys):
                                            "DeepSeek-V2-Lite prefill", "Qwen1.5-MoE decode",
                                            "Qwen1.5-MoE prefill", "OLMoE-1B-7B layer 0"}
     assert out["disagreements"]["tiny.npz"] == []
+    # the real logs' own disagreement: DeepSeek-V2-Lite and Qwen1.5 rank alike at 0.6 only
+    assert len(out["public_tau"]["pairs"]) == 6  # four multi-layer logs, OLMoE's has one
+    assert out["public_tau"]["lowest"] == [
+        {"tau": 0.6, "logs": ["DeepSeek-V2-Lite prefill", "Qwen1.5-MoE decode"]}] * 3
     mine = out["columns"][0]
     assert mine["slots"] == [10, 16, 32] and mine["working_sets"] == [0.62, 1.0, 2.0]
     assert set(mine["hit_rate"]) == set(MODES)
@@ -133,6 +137,8 @@ def test_realism_text_against_the_shipped_demo_figures(recorded, capsys):
     assert "the model's own routing, the demo model" in text
     assert "Kendall's tau-b of the rankings at 15 / 25 / 50 %" in text
     assert "where tiny.npz and the demo model disagree" in text
+    assert ("the public multi-layer logs against each other, lowest: 0.60 / 0.60 / 0.60 "
+            "(DeepSeek-V2-Lite prefill and Qwen1.5-MoE decode)") in text
     assert "pinning the most-routed pairs against LRU: 15 % 4/0/1, 25 % 3/0/2, 50 % 4/0/1" in text
     assert main(["realism", str(recorded.with_name("missing.npz"))]) == 2
     assert "no such file" in capsys.readouterr().err

@@ -117,6 +117,13 @@ def _print(traces: list[Routing], model: Routing, public: list[Routing], out: di
     for t in traces:
         print(_row(f"  {t.name}", [" ".join(fixed(v, ".2f") for v in out["tau"][t.name][o.name])
                                    for o in others]))
+    lowest = out["public_tau"]["lowest"]
+    if all(lowest):
+        pairs = {tuple(low["logs"]) for low in lowest}
+        print("  the public multi-layer logs against each other, lowest: "
+              + " / ".join(f"{low['tau']:.2f}" for low in lowest)
+              + f" ({'; '.join(' and '.join(p) for p in sorted(pairs))}): a tau up there is "
+              "as close as real logs come to each other")
     for t in traces:
         found = out["disagreements"][t.name]
         print(f"\nwhere {t.name} and {model.name} disagree"

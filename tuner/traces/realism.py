@@ -228,6 +228,23 @@ def taus(a: Routing, b: Routing) -> list[float | None]:
     return out
 
 
+def public_agreement(public: list[Routing]) -> dict:
+    """How closely the public multi-layer logs rank the modes against each other: each
+    pair's taus and, at each size, the lowest and its pair. Real logs disagree: a trace
+    whose taus against them reach the lowest is as close to each as they are to each
+    other, and (rankings without ties) a routing within 0.8 of two logs needs their own
+    tau at 0.6 or more, Kendall's distance being a metric."""
+    logs = [p for p in public if p.layers > 1]
+    pairs = {(a.name, b.name): taus(a, b) for i, a in enumerate(logs) for b in logs[i + 1:]}
+    lowest: list[dict | None] = []
+    for i in range(len(SHARES_PCT)):
+        seen = [(t[i], pair) for pair, t in pairs.items() if t[i] is not None]
+        tau, pair = min(seen) if seen else (None, ())
+        lowest.append(None if tau is None else {"tau": tau, "logs": list(pair)})
+    return {"pairs": [{"logs": list(pair), "tau": t} for pair, t in pairs.items()],
+            "lowest": lowest}
+
+
 def lead(r: Routing, better: str, worse: str, i: int) -> float | None:
     """How many points `better` hits above `worse` at size i (None: one is not measured)."""
     missing: list[float | None] = [None] * len(SHARES_PCT)
@@ -301,13 +318,15 @@ def notes(traces: list[Routing], model: Routing) -> list[str]:
 
 def report(traces: list[Routing], model: Routing, public: list[Routing]) -> dict:
     """Plain data: every column, the decode range, the taus of each trace against the
-    model's routing and each public log, and the verdicts that differ."""
+    model's routing and each public log, the public logs' taus against each other, and
+    the verdicts that differ."""
     others = [model, *public]
     return {
         "shares_pct": list(SHARES_PCT),
         "columns": [asdict(r) for r in (*traces, model, *public)],
         "decode_range": decode_range(public),
         "tau": {t.name: {o.name: taus(t, o) for o in others} for t in traces},
+        "public_tau": public_agreement(public),
         "disagreements": {t.name: disagreements(t, model) for t in traces},
         "public_verdicts": public_verdicts(public),
         "notes": notes(traces, model),
