@@ -1,11 +1,12 @@
 """Expert reads: the queue policy every reader shares, and the reader threads.
 
-An expert read is split into pieces of `io_piece_kib`, cut on page boundaries of the file
-(an extent's first piece is shorter when the extent starts inside a page, so that O_DIRECT
-reads of the others need no unaligned head). Pieces start urgent ones first; at
-most `io_workers - io_urgent` speculative pieces run at once, and a speculative one starts
-only while fewer than `io_workers` pieces run, so `io_urgent` readers are always free for
-a demand read. A queued speculative read can be promoted to urgent (the router wants it)
+An expert read is split into pieces of `io_piece_kib`; under O_DIRECT they are cut on page
+boundaries of the file (an extent's first piece is shorter when the extent starts inside a
+page, so that the others need no unaligned head). Through the page cache an extent's pieces
+start at the extent: a short head would cost KvikIO a request of its own for each expert.
+Pieces start urgent ones first; at most `io_workers - io_urgent` speculative pieces run at
+once, and a speculative one starts only while fewer than `io_workers` pieces run, so
+`io_urgent` readers are always free for a demand read. A queued speculative read can be promoted to urgent (the router wants it)
 or cancelled (it did not); a piece already started always finishes.
 
 Two ways to read the bytes, chosen by `io_reader` (`open_reads`): `ReadPool` here, reader
@@ -120,6 +121,7 @@ class Read:
     done: Done = field(default_factory=threading.Event)
     bytes_read: int = 0
     error: str | None = None
+    open: int = 0  # pieces queued or running: a read of many pieces ends in O(1) a piece
 
     @classmethod
     def landed(cls, key: tuple[int, int], nbytes: int, speculative: bool) -> Read:
@@ -198,11 +200,13 @@ class ReadQueue:
         read = Read(key, dst, speculative, done=self._done_event())
         for ext in extents:
             start = 0
-            while start < ext.length:  # pieces after an extent's first start on a page
+            while start < ext.length:  # under O_DIRECT pieces after the first start on a page
                 at = ext.offset + start
-                n = min(self.piece_bytes - at % _ALIGN, ext.length - start)
+                head = at % _ALIGN if self.direct else 0
+                n = min(self.piece_bytes - head, ext.length - start)
                 read.pieces.append(Piece(read, ext.path, at, n, ext.dst + start))
                 start += n
+        read.open = len(read.pieces)
         with self._lock:
             (self._spec if speculative else self._urgent).extend(read.pieces)
         self._queued()
@@ -225,8 +229,9 @@ class ReadQueue:
                 if p.state == QUEUED:
                     (self._spec if p in self._spec else self._urgent).remove(p)
                     p.state, p.read = CANCELLED, None
+                    read.open -= 1
                     cancelled = True
-            last = cancelled and self._finished(read)
+            last = cancelled and not read.open
         if last:  # otherwise its reader finishes it, or already has
             self._finish(read)
 
@@ -290,6 +295,7 @@ class ReadQueue:
             if error and not read.error:
                 read.error = error
             piece.state, piece.read = DONE, None
+            read.open -= 1
             read.bytes_read += piece.length
             self.bytes_read += piece.length
             self._running -= 1
@@ -299,13 +305,9 @@ class ReadQueue:
                 self.busy_s += time.perf_counter() - self._busy_since
             if self._spec:  # a speculative piece may start now
                 self._cond.notify()
-            last = self._finished(read)
+            last = not read.open
         if last:
             self._finish(read)
-
-    @staticmethod
-    def _finished(read: Read) -> bool:
-        return all(p.state in (DONE, CANCELLED) for p in read.pieces)
 
     def _finish(self, read: Read) -> None:
         """Ends a read once, by whoever ended its last piece: the check of a complete read,
