@@ -282,7 +282,8 @@ class DeviceStep:
         else:
             h = dec.attention(l, h, self.pos)
         x = dec.moe_input(l, h)
-        logits = dec.router_logits(l, x)  # [E] float32
+        xf = x.float()  # once: the router and the probe both read it (a no-op in float32)
+        logits = dec.router_logits(l, xf)  # [E] float32
         mask = None
         if route.residency:
             assert self.mask is not None  # a route that reads residency is given the mask
@@ -305,7 +306,7 @@ class DeviceStep:
         if route.probes:  # this layer's router and layer l+1's on x, in one product written
             # in place: a copy more would be one more operation of the layer's graph
             both = dec.routers[l:l + 2].view(-1, x.shape[-1])
-            probes = torch.mv(both, x.float(), out=pack[2 * K:2 * K + len(both)])  # [E or 2E]
+            probes = torch.mv(both, xf, out=pack[2 * K:2 * K + len(both)])  # [E or 2E]
         if route.scores:
             pack[2 * K + 2 * E:3 * K + 2 * E].copy_(logits.index_select(0, sel))
         if ahead:
