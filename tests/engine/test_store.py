@@ -94,6 +94,18 @@ def test_a_read_lands_its_bytes_and_counts_its_pieces(pools, data, direct, piece
     assert pool.bytes_read == 12288 and pool.achieved_gbps() > 0
 
 
+def test_reads_submitted_together_queue_in_their_order(pools, data):
+    """A layer's misses are issued at once: each lands its bytes, in the order given."""
+    pool = pools()
+    bufs = [bytearray(4096) for _ in range(3)]
+    reads = pool.submit_all([((0, e), [Extent(data, 4096 * e, 4096, 0)], memoryview(buf))
+                             for e, buf in enumerate(bufs)], False)
+    for read in reads:
+        pool.wait(read)
+    assert [r.key for r in reads] == pools.finished == [(0, 0), (0, 1), (0, 2)]
+    assert [bytes(b) for b in bufs] == [PATTERN[4096 * e:4096 * (e + 1)] for e in range(3)]
+
+
 def test_urgent_reads_go_before_queued_speculation(pools, data):
     pool = pools()
     pool.ssd.gbps = HOLD_GBPS

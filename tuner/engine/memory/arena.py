@@ -226,16 +226,27 @@ class Arena:
 
     # -- bytes in ------------------------------------------------------------------------
     def fetch(self, key: Key, row: int, speculative: bool) -> Fetch:
-        """Issues the read of `key` for row `row` (from the RAM store: nothing to read)."""
+        """Issues the read of `key` for row `row` (`fetch_all`)."""
+        return self.fetch_all([(key, row)], speculative)[0]
+
+    def fetch_all(self, wanted: list[tuple[Key, int]], speculative: bool) -> list[Fetch]:
+        """Issues the reads of (key, row) pairs together, in order (from the RAM store:
+        nothing to read): on the CPU into the rows, on CUDA into staging entries."""
         if self.host is not None:
-            return Fetch(key, row, Read.landed(key, self.expert_bytes, speculative))
+            return [Fetch(key, row, Read.landed(key, self.expert_bytes, speculative))
+                    for key, row in wanted]
         if self.rows is not None:
-            read = self.pool.submit(key, self.extents[key], self.rows[row], speculative)
-            return Fetch(key, row, read)
-        assert self.ring is not None  # CUDA reading from disk
-        entry = self.ring.take()
-        read = self.pool.submit(key, self.extents[key], self.ring.bufs[entry], speculative)
-        return Fetch(key, row, read, entry)
+            rows = self.rows
+            reads = self.pool.submit_all([(key, self.extents[key], rows[row])
+                                          for key, row in wanted], speculative)
+            return [Fetch(key, row, read) for (key, row), read in zip(wanted, reads)]
+        ring = self.ring
+        assert ring is not None  # CUDA reading from disk
+        entries = [ring.take() for _ in wanted]
+        reads = self.pool.submit_all([(key, self.extents[key], ring.bufs[entry])
+                                      for (key, _), entry in zip(wanted, entries)], speculative)
+        return [Fetch(key, row, read, entry)
+                for (key, row), read, entry in zip(wanted, reads, entries)]
 
     def land(self, fetches: list[Fetch]) -> float:
         """Waits for the reads of `fetches`, uploading those that are in together whenever

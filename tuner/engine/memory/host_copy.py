@@ -32,8 +32,8 @@ class HostCopy:
         # the engine's reader and check, all queued at once
         pool = ReadPool(READERS, 0, False, 1 << 20, check=check)
         try:
-            reads = [pool.submit(key, ckpt.extents(*key), self.row(key).numpy().data, False)
-                     for key in keys]
+            reads = pool.submit_all([(key, ckpt.extents(*key), self.row(key).numpy().data)
+                                     for key in keys], False)
             for read in reads:
                 pool.wait(read)
         finally:

@@ -6,8 +6,9 @@ page, so that the others need no unaligned head). Through the page cache an exte
 start at the extent: a short head would cost KvikIO a request of its own for each expert.
 Pieces start urgent ones first; at most `io_workers - io_urgent` speculative pieces run at
 once, and a speculative one starts only while fewer than `io_workers` pieces run, so
-`io_urgent` readers are always free for a demand read. A queued speculative read can be promoted to urgent (the router wants it)
-or cancelled (it did not); a piece already started always finishes.
+`io_urgent` readers are always free for a demand read. A queued speculative read can be
+promoted to urgent (the router wants it) or cancelled (it did not); a piece already started
+always finishes.
 
 Two ways to read the bytes, chosen by `io_reader` (`open_reads`): `ReadPool` here, reader
 threads in Python that read pieces with `os.preadv`, optionally with O_DIRECT through a
@@ -32,7 +33,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -197,20 +198,32 @@ class ReadQueue:
     # -- what the engine calls ----------------------------------------------------------
     def submit(self, key: tuple[int, int], extents: list[Extent], dst: memoryview,
                speculative: bool) -> Read:
-        read = Read(key, dst, speculative, done=self._done_event())
-        for ext in extents:
-            start = 0
-            while start < ext.length:  # under O_DIRECT pieces after the first start on a page
-                at = ext.offset + start
-                head = at % _ALIGN if self.direct else 0
-                n = min(self.piece_bytes - head, ext.length - start)
-                read.pieces.append(Piece(read, ext.path, at, n, ext.dst + start))
-                start += n
-        read.open = len(read.pieces)
+        """Queues one expert read (`submit_all`)."""
+        return self.submit_all([(key, extents, dst)], speculative)[0]
+
+    def submit_all(self, wanted: Sequence[tuple[tuple[int, int], list[Extent], memoryview]],
+                   speculative: bool) -> list[Read]:
+        """Queues expert reads (key, file extents, destination) in this order, urgent or
+        speculative; the readers are told once, so a layer's misses cost one start."""
+        reads = []
+        for key, extents, dst in wanted:
+            read = Read(key, dst, speculative, done=self._done_event())
+            for ext in extents:
+                start = 0
+                while start < ext.length:  # under O_DIRECT pieces after the first start on
+                    at = ext.offset + start  # a page
+                    head = at % _ALIGN if self.direct else 0
+                    n = min(self.piece_bytes - head, ext.length - start)
+                    read.pieces.append(Piece(read, ext.path, at, n, ext.dst + start))
+                    start += n
+            read.open = len(read.pieces)
+            reads.append(read)
         with self._lock:
-            (self._spec if speculative else self._urgent).extend(read.pieces)
+            queue = self._spec if speculative else self._urgent
+            for read in reads:
+                queue.extend(read.pieces)
         self._queued()
-        return read
+        return reads
 
     def promote(self, read: Read) -> None:
         """Moves the read's queued pieces to the urgent queue."""

@@ -146,7 +146,9 @@ class LayerWork:
         bypass = iter(arena.bypass)
         rows: list[int] = []
         timely: list[Fetch] = []
-        waited: list[Fetch] = []
+        # in rank order: fetches to wait for, and (key, row) of the demand reads, issued
+        # together after the loop
+        waiting: list[Fetch | tuple[tuple[int, int], int]] = []
         missed: list[int] = []
         hits = 0  # counted once: every hit of every layer of every token passes here
         for rank, (claim, e) in enumerate(zip(plan, sel)):
@@ -167,16 +169,19 @@ class LayerWork:
                 else:
                     add(layer, C.pf_late)
                     eng.pool.promote(read)
-                    waited.append(fetch)
+                    waiting.append(fetch)
             elif rank in ahead:  # read ahead by the device: kept from its landing
                 add(layer, C.pf_timely)
-                waited.append(arena.fetch((layer, e), row, speculative=True))
+                waiting.append(arena.fetch((layer, e), row, speculative=True))
             else:  # miss or bypass: a demand read, in rank order
                 add(layer, C.sync_misses)
                 missed.append(rank)
-                waited.append(arena.fetch((layer, e), row, speculative=False))
+                waiting.append(((layer, e), row))
             rows.append(row)
         add(layer, C.hits, hits)
+        reads = iter(arena.fetch_all([w for w in waiting if isinstance(w, tuple)], False)
+                     if missed else ())
+        waited = [w if isinstance(w, Fetch) else next(reads) for w in waiting]
         return rows, timely, waited, missed
 
     def land(self, layer: int, timely: list[Fetch], waited: list[Fetch]) -> None:

@@ -64,8 +64,8 @@ class QualityProbe:
     def _mix(self, layer: int, x: torch.Tensor, sel: torch.Tensor, w: torch.Tensor
              ) -> torch.Tensor:
         keys = [(layer, e) for e in sel.tolist()]
-        reads = [self.pool.submit(key, self.ckpt.extents(*key), self.rows[i], False)
-                 for i, key in enumerate(keys)]
+        reads = self.pool.submit_all([(key, self.ckpt.extents(*key), self.rows[i])
+                                      for i, key in enumerate(keys)], False)
         for read in reads:
             self.pool.wait(read)  # a failed read raises ReadError, naming the expert
             self.bytes += read.bytes_read

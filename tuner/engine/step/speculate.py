@@ -28,15 +28,17 @@ class Speculator:
         up to `prefetch_max`, each into the policy's first eligible slot of another layer
         (the slot map chooses them, as for a replay)."""
         slots, add = self.arena.slots, self.counters.add
+        wanted = []
         for slot, evicted in slots.read_ahead(target, guess, cfg.prefetch_max,
                                               cfg.prefetch_touch):
             if evicted is not None:
                 add(evicted[0], C.evictions)
             key = slots.key[slot]
             assert key is not None  # read_ahead has just placed the guess there
-            fetch = self.arena.fetch(key, slot, speculative=True)
+            wanted.append((key, slot))
+        for fetch in self.arena.fetch_all(wanted, speculative=True) if wanted else ():
             self.pending[target].append(fetch)
-            self._by_slot[slot] = fetch
+            self._by_slot[fetch.row] = fetch
             add(target, C.pf_issued)
 
     def claim(self, layer: int, slot: int) -> Fetch:
