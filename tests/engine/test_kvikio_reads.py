@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.engine.kvikio_standin import installed, needs_kvikio
-from tuner.engine.memory.store import make_reads
+from tuner.engine.memory.store import make_reads, reader_for
 from tuner.engine.session.session import Session
 from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.knobs import Config
@@ -83,5 +83,9 @@ def test_the_engine_decodes_the_same_with_either_reader(kvikio, tiny_config, cha
         assert a["pf_late"] + a["pf_timely"] == b["pf_late"] + b["pf_timely"]
 
 
-def test_auto_reads_with_the_reader_threads_kvikio_only_by_name(tiny_config):
-    assert decode(tiny_config, 8)[1] == "threads"
+def test_auto_takes_kvikio_only_on_a_cuda_device(kvikio, tiny_config):
+    """Where KvikIO reads, auto takes it for an engine on a CUDA device and the reader
+    threads for one on the CPU (a CPU engine's misses are copies in RAM: no link to feed)."""
+    assert decode(replace(tiny_config, device="cpu"), 8)[1] == "threads"
+    assert reader_for("auto", torch.device("cuda")) == "kvikio"
+    assert reader_for("auto", torch.device("cpu")) == "threads"
