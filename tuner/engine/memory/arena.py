@@ -36,9 +36,6 @@ from tuner.engine.weights.model import Weights
 from tuner.vocabulary.counters import C
 from tuner.vocabulary.slots import Key, SlotMap
 
-# a batch of uploads worth issuing while reads still run: 4 MB cross a 55 GB/s link in
-# about 75 us, where each upload costs the host some 30 us (events, the stream, the clock)
-UPLOAD_BYTES = 4 << 20
 RING_LAYERS = 6  # staging entries per routed expert: a layer's demand plus three layers of
 # speculation (issued, claimed or in limbo) stay below it, so a batch is one or two runs
 
@@ -252,21 +249,19 @@ class Arena:
                 for (key, row), read, entry in zip(wanted, reads, entries)]
 
     def land(self, fetches: list[Fetch]) -> float:
-        """Waits for the reads of `fetches` in order, uploading those in as one batch once
-        they hold UPLOAD_BYTES (their copies overlap the reads still running) and the rest
-        at the end, makes the compute stream wait for their bytes and publishes them;
-        returns the seconds waited for reads (the stall)."""
+        """Waits for the reads of `fetches`, uploading those that are in together whenever
+        it waits for one (their copies overlap the reads still running), makes the compute
+        stream wait for their bytes and publishes them; returns the seconds waited for
+        reads (the stall)."""
         waited = 0.0
-        arrived: list[Fetch] = []
         for f in fetches:  # uploaded ones (speculation that arrived) are complete
             if f.uploaded:
                 continue
-            waited += self.pool.wait(f.read)  # raises a failed read's error
-            arrived.append(f)
-            if sum(g.read.bytes_read for g in arrived) >= UPLOAD_BYTES:
-                self.upload(arrived)
-                arrived = []
-        self.upload(arrived)
+            waited += self.pool.wait(f.read)
+            arrived = [g for g in fetches if not g.uploaded and g.read.done.is_set()]
+            for g in arrived:
+                self.pool.wait(g.read)  # raises a failed read's error
+            self.upload(arrived)
         self._published(fetches)
         return waited
 
