@@ -190,7 +190,9 @@ KNOBS: tuple[Knob, ...] = (
          "with expert_store = ram: 1 = a layer reads a miss in place from host memory (on a "
          "GPU its kernels, over the link), with no wait for the host to learn of it, and "
          "the host keeps it in the arena from the bytes the layer read; 0 = the host "
-         "copies it in and the layer is computed again", "io", "-", restart=True),
+         "copies it in and the layer is computed again. With the disk store on a GPU: 1 = "
+         "the layer's second pass reads its misses in place from the pinned buffers they "
+         "were read into; 0 = each is uploaded into its row first", "io", "-", restart=True),
     Knob("io_reader", "STRATA_IO_READER", str, "auto",
          "how the disk store reads experts: threads = reader threads in Python (os.preadv), "
          "anywhere; kvikio = NVIDIA KvikIO's C++ thread pool, driven from the decode thread "

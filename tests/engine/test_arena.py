@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tuner.engine.memory.experts import LANDING_SETS, SPEC_SETS
+from tuner.engine.memory.host_copy import HostCopy
 from tuner.engine.session.session import Session
 from tuner.engine.weights import model
 from tuner.vocabulary.slots import RESIDENT, SPEC
@@ -100,6 +101,40 @@ def test_misses_read_in_place_change_nothing_but_the_way_in(tiny_config, run, ch
     assert direct["totals"]["sync_misses"] > 0
     t = direct["totals"]
     assert 0 < t["bytes_direct"] <= t["bytes_demand"]
+
+
+@pytest.mark.parametrize("changes", [{}, {"drop_cold": 0.3}, {"prefetch": "stale"}])
+def test_disk_misses_read_from_staging_change_nothing_but_the_way_in(tiny_config, run,
+                                                                     changes):
+    """miss_direct with the disk store: on CUDA a layer's fix reads its misses in place from
+    the pinned entries the store read them into, and the host keeps them from the bytes the
+    fix landed; the tokens, hits, misses, evictions and demand bytes are those of uploading
+    each first, and every kept row holds its expert. Without CUDA the store reads into the
+    rows, and nothing is read in place."""
+    cfg = replace(tiny_config, **changes)
+    s = Session(cfg)
+    try:
+        s.run(120)
+        staged, arena = s.snapshot(), s.engine.arena
+        stages = arena.stages
+        assert stages == (arena.cuda and arena.experts.fused)
+        host = HostCopy(s.ckpt)
+        for slot, key in enumerate(arena.slots.key):
+            if key is not None and arena.slots.state[slot] == RESIDENT:
+                assert torch.equal(arena.mem[slot].cpu(), host.row(key)), (slot, key)
+    finally:
+        s.engine.close()
+    uploaded = run(replace(cfg, miss_direct=False))
+    assert staged["output_hash"] == uploaded["output_hash"]
+    keys = ("hits", "sync_misses", "evictions", "bytes_demand")
+    assert [tuple(r[k] for k in keys) for r in staged["layers"]] == \
+        [tuple(r[k] for k in keys) for r in uploaded["layers"]]
+    t = staged["totals"]
+    assert uploaded["totals"]["bytes_direct"] == 0 and t["sync_misses"] > 0
+    if stages:
+        assert 0 < t["bytes_direct"] <= t["bytes_demand"] + t["bytes_spec"]
+    else:
+        assert t["bytes_direct"] == 0
 
 
 @pytest.mark.parametrize("shapes", [{"cuda"}, {"cpu", "cuda"}])

@@ -98,7 +98,8 @@ class C:
                          "without a GPU)")
     bytes_h2d = Count("bytes", "bytes of read experts uploaded to the device (CUDA)")
     bytes_direct = Count("bytes", "bytes of misses a layer read in place from host memory, over "
-                                  "the link on a GPU (expert_store = ram, miss_direct)")
+                                  "the link on a GPU (miss_direct: the RAM store's copy, or "
+                                  "the disk store's pinned buffers)")
     link_experts = Count("experts", "misses copied over the link and computed on the device")
     cpu_experts = Count("experts", "misses computed on the CPU from host RAM")
     vram_ms = Count("ms", "time computing resident experts (cpu_pool)")

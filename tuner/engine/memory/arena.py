@@ -5,9 +5,13 @@ Rows 0..n-1 are the slots; rows n..n+K-1 serve misses for which no slot was elig
 (bypass). Every row and staging buffer is allocated once, before decoding.
 
 On the CPU the store reads straight into a row. On CUDA reads land in a pinned staging ring
-in host memory, and each expert is uploaded from its ring entry straight into its row, one
-host-to-device copy on a copy stream as soon as its read is in, after the compute that
-last read that row. Compute waits for an upload through an event; the host never does.
+in host memory. With `miss_direct` (`stages`) a layer's fix reads its misses in place from
+their ring entries, as the RAM store's misses are read from its host copy, and the host
+keeps each from the bytes the fix landed with a device copy: no upload, no event of its
+own. Otherwise, and for speculation that arrives ahead of its layer, each expert is
+uploaded from its ring entry straight into its row, one host-to-device copy on a copy
+stream as soon as its read is in, after the compute that last read that row. Compute
+waits for an upload through an event; the host never does.
 
 The device finds experts through a table [L, E] (arena row, or -1): an expert enters it
 once its bytes are in its row (or, on CUDA, once the compute stream waits for them) and
@@ -161,7 +165,13 @@ class Arena:
         # padding bytes stay zero, so a row compares equal to the checkpoint's bytes
         self.mem = torch.zeros(slots + K + spec, ckpt.row_bytes, dtype=torch.uint8,
                                device=device)
-        self.experts = Experts(self.mem, ckpt.layout, K, far, spec=bool(spec))
+        # where reads land: on CUDA the staging ring (not with the RAM store), else the rows
+        self.ring: StagingRing | None = None
+        if self.cuda and self.host is None:
+            self.ring = StagingRing(RING_LAYERS * K, ckpt.row_bytes)
+        # miss_direct with the disk store: a layer's fix reads its misses from the ring
+        staging = self.ring.host if self.ring is not None and cfg.miss_direct else None
+        self.experts = Experts(self.mem, ckpt.layout, K, far, spec=bool(spec), staging=staging)
         self.expert_bytes = ckpt.expert_bytes
         # the router's view of residency, and where the device finds each expert
         self.residency = Mirror(torch.zeros(L, E, dtype=torch.bool), device)
@@ -169,12 +179,8 @@ class Arena:
         self.table = Mirror(torch.full((L, E), -1, dtype=torch.int64), device)
         self.slots.on_resident, self.slots.on_leave = _hooks(self.residency, self.table)
         self.used: torch.cuda.Event | None = None  # the compute stream's last read of any row
-        # where reads land: on CUDA the staging ring (not with the RAM store), else the rows
-        self.ring: StagingRing | None = None
         self.rows: list[memoryview] | None = None
         if self.cuda:
-            self.ring = StagingRing(RING_LAYERS * K, ckpt.row_bytes) if self.host is None \
-                else None
             self.copy_stream = torch.cuda.Stream(device)
             # the compute stream, held once: asking torch for it costs more than an event
             self.compute = torch.cuda.current_stream(device)
@@ -185,6 +191,12 @@ class Arena:
     def direct(self) -> bool:
         """Misses are read in place by a layer's body (device_step.py)."""
         return self.experts.far is not None
+
+    @property
+    def stages(self) -> bool:
+        """A layer's fix reads its misses in place from the staging ring, with no upload
+        (`land(..., in_place=True)`, `keep_staged`)."""
+        return self.experts.staging is not None
 
     @property
     def device_bytes(self) -> int:
@@ -248,22 +260,38 @@ class Arena:
         return [Fetch(key, row, read, entry)
                 for (key, row), read, entry in zip(wanted, reads, entries)]
 
-    def land(self, fetches: list[Fetch]) -> float:
+    def land(self, fetches: list[Fetch], in_place: bool = False) -> float:
         """Waits for the reads of `fetches`, uploading those that are in together whenever
         it waits for one (their copies overlap the reads still running), makes the compute
         stream wait for their bytes and publishes them; returns the seconds waited for
-        reads (the stall)."""
+        reads (the stall). `in_place` (`stages`): nothing is uploaded; what is not on the
+        device yet stays in its staging entry for the layer's fix to read (`keep_staged`)."""
         waited = 0.0
         for f in fetches:  # uploaded ones (speculation that arrived) are complete
             if f.uploaded:
                 continue
             waited += self.pool.wait(f.read)
+            if in_place:
+                continue
             arrived = [g for g in fetches if not g.uploaded and g.read.done.is_set()]
             for g in arrived:
                 self.pool.wait(g.read)  # raises a failed read's error
             self.upload(arrived)
-        self._published(fetches)
+        self._published([f for f in fetches if f.uploaded])
         return waited
+
+    def keep_staged(self, staged: list[tuple[Fetch, int]]) -> None:
+        """After the fix that read them in place from the staging ring (`stages`): each
+        (fetch, its place in the fix's batch) kept from the bytes the fix landed, on the
+        compute stream, and entered into the table; their entries are free once the fix
+        and these copies are done."""
+        for f, j in staged:
+            self.adopt(f, j)
+        assert self.ring is not None  # staged on CUDA from the disk store
+        done = torch.cuda.Event()
+        done.record(self.compute)
+        for f, _ in staged:
+            self.ring.give(f.entry, done)
 
     def _published(self, fetches: list[Fetch]) -> None:
         """Publishes uploaded `fetches`, the compute stream waiting for their bytes."""
@@ -274,10 +302,10 @@ class Arena:
         self.publish(fetches)
 
     def adopt(self, fetch: Fetch, rank: int) -> None:
-        """Keeps a miss its layer read in place (`direct`): on CUDA the bytes the kernels
-        landed for rank `rank`, copied into its row on the compute stream (after the layer
-        that landed them, before any later reader of the row); on the CPU the host copy's
-        row. Then entered into the table."""
+        """Keeps a miss its layer read in place (`direct`, or its fix from the staging
+        ring): on CUDA the bytes the kernels landed for rank `rank`, copied into its row on
+        the compute stream (after the layer that landed them, before any later reader of
+        the row); on the CPU the host copy's row. Then entered into the table."""
         if self.experts.landing is None:
             self.upload([fetch])
         else:

@@ -31,20 +31,26 @@ def reads_far(device: torch.device, layout: Layout) -> bool:
 
 class Experts:
     def __init__(self, mem: torch.Tensor, layout: Layout, k: int,
-                 far: torch.Tensor | None = None, spec: bool = False):
+                 far: torch.Tensor | None = None, spec: bool = False,
+                 staging: torch.Tensor | None = None):
         """mem [R, row bytes] uint8; up to k experts a batch. `far`: every expert's row in
         host memory (page-locked on CUDA), read in place for a row `mem` lacks: by the fused
         kernels (fused.Far), landing in one of LANDING_SETS sets of k rows on the device,
         or on the CPU by the gather (`reads_far`). `spec` (with far): the last
         SPEC_SETS * k rows of `mem` hold the next layer's experts read ahead by a layer's
-        body (`speculate`); their bytes land as a far expert's do when they are used."""
+        body (`speculate`); their bytes land as a far expert's do when they are used.
+        `staging`: page-locked rows the disk store reads into, which the fused kernels
+        read in place by entry when a mix names it (`mix(..., far=staging)`), landing as
+        a far expert does; kept only where the fused kernels serve this layout."""
         self.mem, self.layout, self.k = mem, layout, k
         self.batch = torch.empty(k, mem.shape[1], dtype=torch.uint8, device=mem.device)
         self.fused = fused.usable(mem.device, layout)
         self.far = far if reads_far(mem.device, layout) else None
+        self.staging = staging if self.fused and mem.device.type == "cuda" else None
         # on the CPU `far` is memory like `mem`: the host keeps a miss from it, nothing lands
-        self.landing = None if self.far is None or not self.fused else \
-            torch.zeros(LANDING_SETS, k, mem.shape[1], dtype=torch.uint8, device=mem.device)
+        self.landing = None if not self.fused or (self.far is None and self.staging is None) \
+            else torch.zeros(LANDING_SETS, k, mem.shape[1], dtype=torch.uint8,
+                             device=mem.device)
         self.spec_lo = mem.shape[0] - (SPEC_SETS * k if spec and self.far is not None else 0)
 
     @property
@@ -83,17 +89,20 @@ class Experts:
         return self.layout.weights(batch)
 
     def mix(self, x: torch.Tensor, w: torch.Tensor, rows: torch.Tensor,
-            far_rows: torch.Tensor | None = None, layer: int = 0) -> torch.Tensor:
+            far_rows: torch.Tensor | None = None, layer: int = 0,
+            far: torch.Tensor | None = None) -> torch.Tensor:
         """The experts in `rows` on x [D], weighted by w [k] and summed in rank order: [D]
-        in x's dtype. With `far_rows` (rows of `far`), a negative row is read from `far`
-        (on CUDA landing in layer `layer`'s landing set)."""
+        in x's dtype. With `far_rows` (rows of `far`: the host copy unless given, such as
+        `staging`), a negative row is read from `far` (on CUDA landing in layer `layer`'s
+        landing set)."""
         if self.fused:
-            far = None
+            where = None
             if far_rows is not None:
-                assert self.far is not None and self.landing is not None  # made with far
-                far = fused.Far(self.far, far_rows, self.landing[layer % LANDING_SETS,
-                                                                  :len(rows)], self.spec_lo)
-            return fused.mix(self.mem, rows, self.layout, x, w, far)
+                far = self.far if far is None else far
+                assert far is not None and self.landing is not None  # made with far
+                where = fused.Far(far, far_rows, self.landing[layer % LANDING_SETS,
+                                                              :len(rows)], self.spec_lo)
+            return fused.mix(self.mem, rows, self.layout, x, w, where)
         return w.to(x.dtype) @ experts_out(x, self.gather(rows, far_rows))
 
     def landed(self, layer: int, rank: int) -> torch.Tensor:

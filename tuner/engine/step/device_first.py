@@ -7,9 +7,12 @@ layer's pack and does its part (layer_work.py); when the device found every expe
 output stands and, on CUDA, the next layers were already queued before the host's
 bookkeeping, so the hit path never waits on the host. Otherwise the layer's experts are
 computed again once the misses landed (`fix`), with the same kernels, so the output is bit
-for bit what computing them together gives. With the RAM store (`miss_direct`) the body
-reads its misses in place from host memory and the next layer's predicted misses ahead
-(device_step.Ahead); its output stands, and the host only keeps what it read in the arena.
+for bit what computing them together gives; on CUDA with the disk store (`miss_direct`)
+the fix reads the misses in place from the staging ring the store read them into, and the
+host keeps them from the bytes it landed, with no upload of their own. With the RAM store
+(`miss_direct`) the body reads its misses in place from host memory and the next layer's
+predicted misses ahead (device_step.Ahead); its output stands, and the host only keeps
+what it read in the arena.
 """
 
 from __future__ import annotations
@@ -129,14 +132,21 @@ class DeviceFirst:
             work.ahead_settled(l, len(pack.ahead), len(routed.ahead))
         if run.route.ahead is not None and eng.cfg.prefetch_touch and pack.stale_next is not None:
             work.touch(l + 1, pack.stale_next)
+        staged: list[Fetch] = []
         if eng.arena.direct:  # the body read its misses in place: its output stands
             fixed = ranks is not None  # unless drop_cold left some of them out
             self._keep(l, rows, ranks, timely, waited, pack.rows)
         else:
             fixed = bool(waited) or ranks is not None or rows != pack.rows
             if fixed:
-                work.land(l, timely, waited)
-        if fixed:
+                staged = work.land(l, timely, waited, in_place=eng.arena.stages)
+        if staged:  # the fix reads them from their staging entries and lands them
+            entry = {f.row: f.entry for f in staged}
+            run.fix(l, [-1 if r in entry else r for r in rows], ranks,
+                    [entry.get(r, -1) for r in rows])
+            eng.arena.mark_used()
+            eng.arena.keep_staged([(f, rows.index(f.row)) for f in staged])
+        elif fixed:
             run.fix(l, rows, ranks)
             eng.arena.mark_used()
         eng.probe.note(l, pack.sel, served, pack.ctrl, stale)

@@ -146,8 +146,9 @@ class DeviceStep:
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (layer, span)
         self._head: torch.cuda.CUDAGraph | None = None
         self._pool = torch.cuda.graph_pool_handle() if self.cuda else None
-        self._rows = torch.zeros(K, dtype=torch.int64, pin_memory=self.cuda)
-        self.fix_rows = torch.zeros(L, K, dtype=torch.int64, device=dev)  # a fix's rows
+        # a fix's rows and, reading misses from the staging ring, their entries (-1: near)
+        self._rows = torch.full((2, K), -1, dtype=torch.int64, pin_memory=self.cuda)
+        self.fix_rows = torch.zeros(L, 2, K, dtype=torch.int64, device=dev)
         # read ahead (Ahead): the experts of each set of speculation rows (-1: none), whether
         # a layer routed since the sequence started (prev), and the stream the copies take
         self.ahead_ids = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
@@ -225,16 +226,23 @@ class DeviceStep:
             self.done[layer].synchronize()
         return Pack(self._pack_np[layer], self.K, self.E, layer + 1 == self.L, self.route)
 
-    def fix(self, layer: int, rows: list[int], ranks: list[int] | None = None) -> None:
+    def fix(self, layer: int, rows: list[int], ranks: list[int] | None = None,
+            staged: list[int] | None = None) -> None:
         """Computes the layer's experts again from arena rows `rows` (the host's, in rank
         order; `ranks`: the routing's ranks they serve, when drop_cold left some out) and
-        writes the layer's output. On CUDA a whole routing's fix is a graph of its own. The
-        layer's span then ends after the fix."""
-        idx = self._rows[:len(rows)]
-        idx.numpy()[:] = rows  # its last copy ran before the layer's event the host awaited
+        writes the layer's output. `staged` (the experts' staging entries, Experts.staging):
+        where a row is -1, its expert is read in place from that entry and lands (place j
+        of `rows` in the layer's landing set). On CUDA a whole routing's fix is a graph of
+        its own. The layer's span then ends after the fix."""
+        n = len(rows)
+        idx = self._rows  # its last copy ran before the layer's event the host awaited
+        idx.numpy()[0, :n] = rows
+        idx.numpy()[1, :n] = -1 if staged is None else staged
         if ranks is not None or not self.cuda:
             w = self.w[layer] if ranks is None else self.w[layer][ranks]
-            self._fix(layer, idx.to(self.fix_rows.device, non_blocking=True), w)
+            dev = self.fix_rows.device
+            self._fix(layer, idx[0, :n].to(dev, non_blocking=True), w,
+                      idx[1, :n].to(dev, non_blocking=True))
         else:
             self.fix_rows[layer].copy_(idx, non_blocking=True)
             self._fix_graph(layer).replay()
@@ -244,9 +252,11 @@ class DeviceStep:
         self.done[layer].record(self.stream)  # its span's end, and the next run's start
         self._last = self.done[layer]
 
-    def _fix(self, layer: int, rows: torch.Tensor, w: torch.Tensor) -> None:
-        x = self.x[layer]
-        y = self.experts.mix(x, w, rows)
+    def _fix(self, layer: int, rows: torch.Tensor, w: torch.Tensor,
+             staged: torch.Tensor) -> None:
+        x, staging = self.x[layer], self.experts.staging
+        y = self.experts.mix(x, w, rows) if staging is None else \
+            self.experts.mix(x, w, rows, staged, layer, staging)
         self.h[layer + 1].copy_(self.hatt[layer] + self.dec.shared_output(layer, x, y))
 
     def logits(self) -> torch.Tensor:
@@ -373,7 +383,8 @@ class DeviceStep:
         graph = self._fixes.get(layer)
         if graph is None:
             graph = self._fixes[layer] = self._capture(
-                lambda: self._fix(layer, self.fix_rows[layer], self.w[layer]))
+                lambda: self._fix(layer, self.fix_rows[layer, 0], self.w[layer],
+                                  self.fix_rows[layer, 1]))
         return graph
 
     def _capture(self, fn) -> torch.cuda.CUDAGraph:

@@ -184,13 +184,21 @@ class LayerWork:
         waited = [w if isinstance(w, Fetch) else next(reads) for w in waiting]
         return rows, timely, waited, missed
 
-    def land(self, layer: int, timely: list[Fetch], waited: list[Fetch]) -> None:
+    def land(self, layer: int, timely: list[Fetch], waited: list[Fetch],
+             in_place: bool = False) -> list[Fetch]:
         """Waits for the layer's reads (the stall), uploads what is not on the device yet
-        and counts the waited reads' bytes."""
+        (with `in_place`, Arena.stages: leaves it in staging) and counts the waited reads'
+        bytes; returns the fetches left in staging for the layer's fix to read, their bytes
+        counted as read in place."""
         add = self.engine.counters.add
-        add(layer, C.stall_ms, 1000 * self.engine.arena.land(timely + waited))
+        fetches = timely + waited
+        add(layer, C.stall_ms, 1000 * self.engine.arena.land(fetches, in_place))
         for f in waited:
             add(layer, C.bytes_spec if f.read.speculative else C.bytes_demand, f.read.bytes_read)
+        staged = [f for f in fetches if not f.uploaded] if in_place else []
+        for f in staged:
+            add(layer, C.bytes_direct, f.read.bytes_read)
+        return staged
 
     def retire(self, layer: int) -> None:
         """After the layer: its unclaimed speculation into limbo, its pins off, the previous
