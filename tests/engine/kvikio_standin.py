@@ -36,7 +36,9 @@ class IOFuture:
 
 
 class CuFile:
-    pool = ThreadPoolExecutor(8)
+    # KvikIO's pool has `num_threads` threads (set through `defaults`), so one thread runs
+    # its tasks in the order given: the stand-in's too
+    pool = ThreadPoolExecutor(1)
 
     def __init__(self, path, flags: str = "r"):
         try:
@@ -66,9 +68,17 @@ class CuFile:
 @contextmanager
 def installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The stand-in where `import kvikio` finds it, while the block runs."""
-    settings: dict = {"num_threads": 1, "compat_mode": None, "auto_direct_io_read": False}
+    settings: dict = {"compat_mode": None, "auto_direct_io_read": False}
+
+    def set_default(name: str, value) -> None:
+        settings[name] = value
+        if name == "num_threads":  # as KvikIO: waits for the tasks the old pool holds
+            old, CuFile.pool = CuFile.pool, ThreadPoolExecutor(value)
+            old.shutdown(wait=True)
+
+    set_default("num_threads", 1)  # KvikIO's default where KVIKIO_NTHREADS is not set
     defaults = types.ModuleType("kvikio.defaults")
-    defaults.set = settings.__setitem__  # type: ignore[attr-defined]
+    defaults.set = set_default  # type: ignore[attr-defined]
     defaults.get = settings.__getitem__  # type: ignore[attr-defined]
     kvikio = types.ModuleType("kvikio")
     kvikio.CuFile = CuFile  # type: ignore[attr-defined]
