@@ -26,7 +26,8 @@ s.run(32)
 wall = 1000 * (time.perf_counter() - t0) / 32
 t = s.snapshot()["totals"]
 print(f"wall {wall:.2f} ms/token, engine {t['ms_per_token']} ms/token, misses/token "
-      f"{t['sync_misses'] / t['tokens']:.2f}, layer_ms/token {t['layer_ms'] / t['tokens']:.2f}")
+      f"{t['sync_misses'] / t['tokens']:.2f}, layer_ms/token {t['layer_ms'] / t['tokens']:.2f}, "
+      f"stall_ms/token {t['stall_ms'] / t['tokens']:.2f}")
 prof = cProfile.Profile()
 prof.enable()
 s.run(32)

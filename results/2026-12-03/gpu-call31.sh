@@ -2,8 +2,9 @@
 # Call 31, the disk store's misses read in place by the fix from the staging ring
 # (miss_direct, the default) against uploading each first (miss_direct=0), in one tree.
 # Part a: the engine's CUDA tests; the demo's disk miss path both ways, alternating; stale
-# prefetch on the demo's disk store both ways. Part b: the demo's machinery and prefetch;
-# the OLMoE shape's read, limit and prefetch through KvikIO, and its limit uploading.
+# prefetch on the demo's disk store both ways. Part b: three more rounds of the miss path
+# (lab/profile_miss.py now prints the stall too); the demo's machinery and prefetch.
+# Part c: the OLMoE shape's read, limit and prefetch through KvikIO, and its limit uploading.
 source results/2026-12-02/gpu-lib.sh
 miss() {  # name, knobs...
   local name=$1; shift
@@ -21,8 +22,13 @@ if [ "${1:-a}" = a ]; then
   done
   miss miss-demo-disk-stale-staged prefetch=stale
   miss miss-demo-disk-stale-uploaded prefetch=stale miss_direct=0
+elif [ "$1" = b ]; then
+  for round in 3 4 5; do
+    miss miss-demo-disk-staged-$round
+    miss miss-demo-disk-uploaded-$round miss_direct=0
+  done
+  suite demo 150 --tokens 64 --only machinery,prefetch
 else
-  suite demo 120 --tokens 64 --only machinery,prefetch
   suite olmoe 260 --tokens 64 --only read,limit,prefetch --shape olmoe --set io_reader=kvikio
   suite olmoe-uploaded 120 --tokens 64 --only limit --shape olmoe \
     --set io_reader=kvikio,miss_direct=0
