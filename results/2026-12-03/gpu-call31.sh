@@ -4,7 +4,8 @@
 # Part a: the engine's CUDA tests; the demo's disk miss path both ways, alternating; stale
 # prefetch on the demo's disk store both ways. Part b: three more rounds of the miss path
 # (lab/profile_miss.py now prints the stall too); the demo's machinery and prefetch.
-# Part c: the OLMoE shape's read, limit and prefetch through KvikIO, and its limit uploading.
+# Part c: the demo's disk store both ways, with and without stale prefetch, interleaved
+# (lab/ab_sessions.py); the OLMoE shape's read, limit and prefetch through KvikIO, and its limit uploading.
 source results/2026-12-02/gpu-lib.sh
 miss() {  # name, knobs...
   local name=$1; shift
@@ -29,6 +30,10 @@ elif [ "$1" = b ]; then
   done
   suite demo 150 --tokens 64 --only machinery,prefetch
 else
+  TAIL=5 step ab-demo-disk 200 python3 lab/ab_sessions.py \
+    "expert_store=disk,io_reader=kvikio" "expert_store=disk,io_reader=kvikio,miss_direct=0" \
+    "expert_store=disk,io_reader=kvikio,prefetch=stale" \
+    "expert_store=disk,io_reader=kvikio,prefetch=stale,miss_direct=0"
   suite olmoe 260 --tokens 64 --only read,limit,prefetch --shape olmoe --set io_reader=kvikio
   suite olmoe-uploaded 120 --tokens 64 --only limit --shape olmoe \
     --set io_reader=kvikio,miss_direct=0
