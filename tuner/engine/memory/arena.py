@@ -5,13 +5,13 @@ Rows 0..n-1 are the slots; rows n..n+K-1 serve misses for which no slot was elig
 (bypass). Every row and staging buffer is allocated once, before decoding.
 
 On the CPU the store reads straight into a row. On CUDA reads land in a pinned staging ring
-in host memory. With `miss_direct` (`stages`) a layer's fix reads its misses in place from
-their ring entries, as the RAM store's misses are read from its host copy, and the host
-keeps each from the bytes the fix landed with a device copy: no upload, no event of its
-own. Otherwise, and for speculation that arrives ahead of its layer, each expert is
-uploaded from its ring entry straight into its row, one host-to-device copy on a copy
-stream as soon as its read is in, after the compute that last read that row. Compute
-waits for an upload through an event; the host never does.
+in host memory. With `miss_direct` (`stages`) a layer's fix reads its misses and the
+speculation it claimed in place from their ring entries, as the RAM store's misses are read
+from its host copy, and the host keeps each from the bytes the fix landed with a device
+copy: no upload, no event of its own. Otherwise each expert is uploaded from its ring
+entry straight into its row (speculation as soon as it arrives, before its layer runs), one
+host-to-device copy on a copy stream as soon as its read is in, after the compute that
+last read that row. Compute waits for an upload through an event; the host never does.
 
 The device finds experts through a table [L, E] (arena row, or -1): an expert enters it
 once its bytes are in its row (or, on CUDA, once the compute stream waits for them) and
