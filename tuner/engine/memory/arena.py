@@ -317,7 +317,11 @@ class Arena:
         """Uploads those of `fetches` whose reads have completed (speculation that arrived
         ahead of its layer) and publishes every uploaded one, the compute stream waiting
         for its copy (a few microseconds): the layer's body finds it, where otherwise the
-        layer would be computed again once the host claimed it."""
+        layer would be computed again once the host claimed it. Where the fix reads
+        misses in place from staging (`stages`) nothing is uploaded: claimed speculation is
+        read there with the layer's misses."""
+        if self.stages:
+            return
         self.upload([f for f in fetches if not f.uploaded and f.read.done.is_set()
                      and f.read.complete and not f.read.error])
         self._published([f for f in fetches if f.uploaded])

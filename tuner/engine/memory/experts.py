@@ -46,7 +46,7 @@ class Experts:
         self.batch = torch.empty(k, mem.shape[1], dtype=torch.uint8, device=mem.device)
         self.fused = fused.usable(mem.device, layout)
         self.far = far if reads_far(mem.device, layout) else None
-        self.staging = staging if self.fused and mem.device.type == "cuda" else None
+        self.staging = staging if self.fused else None
         # on the CPU `far` is memory like `mem`: the host keeps a miss from it, nothing lands
         self.landing = None if not self.fused or (self.far is None and self.staging is None) \
             else torch.zeros(LANDING_SETS, k, mem.shape[1], dtype=torch.uint8,

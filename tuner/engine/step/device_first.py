@@ -140,15 +140,16 @@ class DeviceFirst:
             fixed = bool(waited) or ranks is not None or rows != pack.rows
             if fixed:
                 staged = work.land(l, timely, waited, in_place=eng.arena.stages)
-        if staged:  # the fix reads them from their staging entries and lands them
-            entry = {f.row: f.entry for f in staged}
-            run.fix(l, [-1 if r in entry else r for r in rows], ranks,
-                    [entry.get(r, -1) for r in rows])
+        if fixed:
+            if staged:  # the fix reads them from their staging entries and lands them
+                entry = {f.row: f.entry for f in staged}
+                run.fix(l, [-1 if r in entry else r for r in rows], ranks,
+                        [entry.get(r, -1) for r in rows])
+            else:
+                run.fix(l, rows, ranks)
             eng.arena.mark_used()
-            eng.arena.keep_staged([(f, rows.index(f.row)) for f in staged])
-        elif fixed:
-            run.fix(l, rows, ranks)
-            eng.arena.mark_used()
+            if staged:
+                eng.arena.keep_staged([(f, rows.index(f.row)) for f in staged])
         eng.probe.note(l, pack.sel, served, pack.ctrl, stale)
         work.retire(l)
         return fixed

@@ -234,15 +234,16 @@ class DeviceStep:
         where a row is -1, its expert is read in place from that entry and lands (place j
         of `rows` in the layer's landing set). On CUDA a whole routing's fix is a graph of
         its own. The layer's span then ends after the fix."""
-        n = len(rows)
+        n, reads_staging = len(rows), self.experts.staging is not None
         idx = self._rows  # its last copy ran before the layer's event the host awaited
         idx.numpy()[0, :n] = rows
-        idx.numpy()[1, :n] = -1 if staged is None else staged
+        if reads_staging:
+            idx.numpy()[1, :n] = -1 if staged is None else staged
         if ranks is not None or not self.cuda:
             w = self.w[layer] if ranks is None else self.w[layer][ranks]
             dev = self.fix_rows.device
             self._fix(layer, idx[0, :n].to(dev, non_blocking=True), w,
-                      idx[1, :n].to(dev, non_blocking=True))
+                      idx[1, :n].to(dev, non_blocking=True) if reads_staging else None)
         else:
             self.fix_rows[layer].copy_(idx, non_blocking=True)
             self._fix_graph(layer).replay()
@@ -253,10 +254,9 @@ class DeviceStep:
         self._last = self.done[layer]
 
     def _fix(self, layer: int, rows: torch.Tensor, w: torch.Tensor,
-             staged: torch.Tensor) -> None:
-        x, staging = self.x[layer], self.experts.staging
-        y = self.experts.mix(x, w, rows) if staging is None else \
-            self.experts.mix(x, w, rows, staged, layer, staging)
+             staged: torch.Tensor | None) -> None:
+        x = self.x[layer]
+        y = self.experts.mix(x, w, rows, staged, layer, self.experts.staging)
         self.h[layer + 1].copy_(self.hatt[layer] + self.dec.shared_output(layer, x, y))
 
     def logits(self) -> torch.Tensor:
@@ -384,7 +384,8 @@ class DeviceStep:
         if graph is None:
             graph = self._fixes[layer] = self._capture(
                 lambda: self._fix(layer, self.fix_rows[layer, 0], self.w[layer],
-                                  self.fix_rows[layer, 1]))
+                                  None if self.experts.staging is None
+                                  else self.fix_rows[layer, 1]))
         return graph
 
     def _capture(self, fn) -> torch.cuda.CUDAGraph:

@@ -49,12 +49,9 @@ class Speculator:
 
     def arrived(self, layer: int) -> None:
         """Uploads layer `layer`'s speculation whose reads are complete (a reader with no
-        threads of its own first ends and starts reads: once a layer is enough). Where
-        the layer's fix reads misses in place from staging (Arena.stages), claimed
-        speculation is read there too, with the layer's misses, and nothing is uploaded."""
+        threads of its own first ends and starts reads: once a layer is enough)."""
         self.arena.pool.poll()
-        if not self.arena.stages:
-            self.arena.upload_arrived(self.pending[layer])
+        self.arena.upload_arrived(self.pending[layer])
 
     def retire(self, layer: int) -> None:
         """Unclaimed speculation for this layer: queued pieces cancelled, slot to limbo."""
