@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tests.engine.resident_match import streaming_matches_resident
+from tuner.engine.step import device_first
 from tuner.engine.step.decode import Engine
 from tuner.engine.step.device_first import DeviceFirst
 from tuner.engine.weights import model
@@ -106,6 +107,32 @@ def test_a_layer_run_ahead_on_a_table_that_then_changed_runs_again(fixed, tiny_c
                          expert_cache=40))
     assert quotas["output_hash"] == base["output_hash"]
     assert stale_runs
+
+
+def test_a_token_queued_deep_runs_again_from_its_first_miss(fixed, tiny_config, run,
+                                                            monkeypatch):
+    """After a token that ran each layer once the next is queued deeper; where it misses
+    after all, the layers queued after the miss run again (and the queue is shallow from
+    there), and the output is the plain arena's."""
+    monkeypatch.setattr(device_first, "QUEUE_AFTER_QUIET", 3)  # the tiny model's 4 layers
+    deep, again = [], []
+    plain = DeviceFirst.step
+
+    def step(self, token, pos):
+        queued_deep = self._quiet
+        logits = plain(self, token, pos)
+        layers = self.engine.mc.num_layers
+        deep.append(queued_deep)
+        if queued_deep and self._runs > layers:
+            again.append(self._runs - layers)
+        return logits
+
+    monkeypatch.setattr(DeviceFirst, "step", step)
+    base = run(tiny_config)
+    deep.clear()
+    mixed = run(replace(tiny_config, expert_cache=52))  # most tokens hit, some miss
+    assert mixed["output_hash"] == base["output_hash"]
+    assert sum(deep) > 10 and again
 
 
 @pytest.mark.parametrize("shapes", [{"cuda"}, {"cpu", "cuda"}])

@@ -14,6 +14,7 @@ import torch
 from tests.engine.resident_match import streaming_matches_resident
 from tuner.engine.session.session import Session
 from tuner.knobs import Config
+from tuner.vocabulary.counters import PHASES, C, Counters
 from tuner.vocabulary.counters import COUNTERS, PF_CLASSES
 
 TOKENS = 120
@@ -116,6 +117,30 @@ def test_the_window_is_one_span_of_tokens_for_every_view(tiny_config):
     finally:
         s.engine.close()
     assert 20 in seen and max(seen) > 20  # steady decode, and a prompt at the window's start
+
+
+def test_counts_made_after_a_step_join_it_and_leave_the_window_with_it():
+    """The engine counts a token's probe and layer times under the next token's first
+    layers: they go to the token's own phase and window entry, or to the open step while
+    nobody ended the token's."""
+    c = Counters(layers=2, experts=4, top_k=1, window=8)
+    decode, prefill, ms = PHASES.index("decode"), PHASES.index("prefill"), C.layer_ms.index
+    c.end_token(0.1, 1, "decode")
+    c.add(0, C.lookups)  # the next step's own, counted before the late ones
+    with c.late(c.ended - 1):
+        c.add(1, C.layer_ms, 5.0)
+    c.end_token(0.1, 3, "prefill")
+    window, _ = c.read_phases(window=True)
+    assert window[decode, 1, ms] == 5.0 and window[prefill, 1, ms] == 0
+    assert window[prefill, 0, C.lookups.index] == 1
+    for _ in range(5):  # the decoded token leaves the window: its late counts with it
+        c.end_token(0.1, 1, "decode")
+    window, _ = c.read_phases(window=True)
+    whole, _ = c.read_phases(window=False)
+    assert window[decode, 1, ms] == 0 and whole[decode, 1, ms] == 5.0
+    with c.late(c.ended):  # a step nobody ended yet (no session ends steps) takes them
+        c.add(1, C.layer_ms, 2.0)
+    assert c.cur[1, ms] == 2.0
 
 
 def test_predictor_probe_scores(tiny_config, run):

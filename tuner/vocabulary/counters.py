@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, cast
 
@@ -354,6 +355,7 @@ class Counters:
         # per phase: counts [P, L, C], and tokens, seconds and prompts [3, P] at the end of
         # each step of the window; the first is the base the window's counts start from
         self._ring: deque[tuple[np.ndarray, np.ndarray]] = deque()
+        self.ended, self._phase = 0, 0  # steps ended, and the last one's phase
         self.clear()
 
     def clear(self) -> None:
@@ -379,10 +381,29 @@ class Counters:
             self._cum[p] += self.cur
             self._sums[:, p] += (tokens, seconds, prompts)
             if tokens:
+                self.ended, self._phase = self.ended + 1, p
                 self._ring.append((self._cum.copy(), self._sums.copy()))
                 self.per_expert.fold()
                 self._slide()
         self.cur[:] = 0
+
+    @contextmanager
+    def late(self, ended: int) -> Iterator[None]:
+        """Counts made inside belong to a step that ran before the open one (the engine
+        counts a token's probe and layer times under the next token's first layers):
+        `ended`, the steps ended when it ran. Once its step has ended they go to that step's
+        phase, as if counted before it ended; until then to the open step."""
+        now, self.cur = self.cur, np.zeros_like(self.cur)
+        try:
+            yield
+        finally:
+            late, self.cur = self.cur, now
+            if self.ended == ended:
+                self.cur += late
+            else:
+                with self._lock:  # the step's own entry, the last, so it leaves with it
+                    self._cum[self._phase] += late
+                    self._ring[-1][0][self._phase] += late
 
     def _slide(self) -> None:
         """Moves the window's start past the steps it no longer needs: a step leaves once

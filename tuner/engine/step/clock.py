@@ -1,8 +1,8 @@
 """Timing of device work: host clocks on the CPU, CUDA events on a GPU.
 
 Host clocks around asynchronous GPU work measure when the host enqueued it, not how long it
-ran, so on CUDA every span is a pair of events resolved once per token, after the token's
-logits have reached the host anyway.
+ran, so on CUDA every span is a pair of events resolved once per token, while the next
+token's first layers run (Engine.count_last_token).
 """
 
 from __future__ import annotations

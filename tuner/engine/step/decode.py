@@ -68,6 +68,9 @@ class Engine:
         self.work = LayerWork(self)
         self.device_first, self.host_driven = DeviceFirst(self), HostDriven(self)
         self.steps = 0
+        # a token's probe scores and layer times, counted under the next token's first
+        # layers (`count_last_token`): the steps ended when it ran, or None when counted
+        self._uncounted: int | None = None
         LiveSettings(self).apply(cfg)
 
     # -- settings ----------------------------------------------------------------------
@@ -114,6 +117,7 @@ class Engine:
         return warnings(self.cfg, facts) + trace
 
     def reset_counters(self) -> None:
+        self.count_last_token()
         self.counters.clear()
 
     def resident_counts(self) -> list[int]:
@@ -144,19 +148,32 @@ class Engine:
     @torch.inference_mode()
     def step(self, token: int, pos: int) -> torch.Tensor:
         """Runs one token at position `pos`; returns its logits [V] (float32)."""
-        cfg = self.cfg
+        cfg, host_driven = self.cfg, self.host_driven_now()
+        if host_driven:  # the device-first path counts it once this token's first layers run
+            self.count_last_token()
         if cfg.cpu_pool and cfg.adapt_every and self.steps and self.steps % cfg.adapt_every == 0:
             assert self.sites is not None  # made when cpu_pool was first switched on
             self.sites.tier_round(cfg, self.adapt_fetch)
         self.steps += 1
-        path = self.host_driven if self.host_driven_now() else self.device_first
+        path = self.host_driven if host_driven else self.device_first
         logits = path.step(token, pos)
-        self.probe.score()  # while the device finishes the token
-        self.clock.flush()  # queued after the logits, so it waits on the layers' timings
+        self._uncounted = self.counters.ended
         if self.routing is not None:
             self.routing.advance()
         self.check_residency()
         return logits
+
+    def count_last_token(self) -> None:
+        """Scores the last token's probe and counts its layers' times, into its own step
+        (Counters.late). On CUDA the device-first path calls it once the next token's first
+        layers are queued, so the host's work between tokens runs under the device's; every
+        other path, and anything that reads the counts whole, calls it first."""
+        if self._uncounted is None:
+            return
+        with self.counters.late(self._uncounted):
+            self.probe.score()
+            self.clock.flush()  # the layers' events: long done
+        self._uncounted = None
 
     def batched_prefill(self) -> bool:
         return (self.cfg.prefill and not self.cfg.cpu_pool and self.routing is None
@@ -167,6 +184,7 @@ class Engine:
         """Runs prompt tokens from position `pos`; returns the last one's logits [V]. More
         than PROMPT_BATCH of them go through every layer together (prefill.py); fewer, or
         where batching does not serve, token by token as decode does."""
+        self.count_last_token()
         if len(tokens) <= PROMPT_BATCH or not self.batched_prefill():
             log, steps = self.counters.per_expert, []
             for i, token in enumerate(tokens):
@@ -193,7 +211,8 @@ class Engine:
             self.counters.add(layer, C.checkres_mismatches, n)
 
     def drain(self) -> None:
-        """Settles all speculation (before a rebuild or at the end of a run)."""
+        """Settles all speculation and counts (before a rebuild or at the end of a run)."""
+        self.count_last_token()
         self.spec.drain()
         self.counters.end_token(0.0, tokens=0)
 

@@ -134,11 +134,15 @@ class DeviceStep:
         self.out = torch.zeros(mc.vocab_size, dtype=torch.float32, device=dev)
         self.pos = 0
         # each layer's event, timed: one event a layer both wakes the host and times the
-        # layer (from the event before its run), where a pair of its own added two records
-        self.done = [torch.cuda.Event(enable_timing=True) for _ in range(L)] if self.cuda \
-            else []
-        self._begin = torch.cuda.Event(enable_timing=True) if self.cuda else None
+        # layer (from the event before its run), where a pair of its own added two records;
+        # with the token's first, in two sets that tokens take in turn: a token's times are
+        # read while the next one runs (Engine.count_last_token)
+        self._sets = [([torch.cuda.Event(enable_timing=True) for _ in range(L)],
+                       torch.cuda.Event(enable_timing=True)) for _ in range(2)] \
+            if self.cuda else [([], None)]
+        self.done, self._begin = self._sets[0]
         self._last = self._begin  # the latest event on the stream before the next run
+        self._tokens = 0
         # each layer's span this token, [start, end]: host times on the CPU, events on CUDA
         self.spans: list[list] = [[0.0, 0.0] for _ in range(L)]
         # held once: asking torch for the current stream costs more than recording an event
@@ -201,6 +205,8 @@ class DeviceStep:
         self.pos = pos
         self.tokpos[0].fill_(token)
         self.tokpos[1].fill_(pos)
+        self._tokens += 1
+        self.done, self._begin = self._sets[self._tokens % len(self._sets)]
         if self._begin is not None:
             self._begin.record(self.stream)
             self._last = self._begin

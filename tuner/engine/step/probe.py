@@ -9,8 +9,9 @@ experts outside the control's top-k. Layer 0 and a sequence's first token are un
 never wrong.
 
 The host notes each layer as it settles it (a few copies) and scores the token's layers
-together once the token is done (`score`, a handful of array operations): per-layer
-scoring sat on the hit path's critical host work.
+together once the token is done (`score`, a handful of array operations), under the next
+token's first layers (Engine.count_last_token): per-layer scoring sat on the hit path's
+critical host work, and so did scoring between tokens.
 """
 
 from __future__ import annotations
