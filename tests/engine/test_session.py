@@ -14,8 +14,7 @@ import torch
 from tests.engine.resident_match import streaming_matches_resident
 from tuner.engine.session.session import Session
 from tuner.knobs import Config
-from tuner.vocabulary.counters import PHASES, C, Counters
-from tuner.vocabulary.counters import COUNTERS, PF_CLASSES
+from tuner.vocabulary.counters import COUNTERS, PF_CLASSES, PHASES, C, Counters
 
 TOKENS = 120
 

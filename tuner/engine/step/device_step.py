@@ -137,9 +137,10 @@ class DeviceStep:
         # layer (from the event before its run), where a pair of its own added two records;
         # with the token's first, in two sets that tokens take in turn: a token's times are
         # read while the next one runs (Engine.count_last_token)
-        self._sets = [([torch.cuda.Event(enable_timing=True) for _ in range(L)],
-                       torch.cuda.Event(enable_timing=True)) for _ in range(2)] \
-            if self.cuda else [([], None)]
+        sets = [[torch.cuda.Event(enable_timing=True) for _ in range(L + 1)]
+                for _ in range(2 if self.cuda else 0)]
+        self._sets: list[tuple[list[torch.cuda.Event], torch.cuda.Event | None]] = \
+            [(events[:L], events[L]) for events in sets] or [([], None)]
         self.done, self._begin = self._sets[0]
         self._last = self._begin  # the latest event on the stream before the next run
         self._tokens = 0
