@@ -11,48 +11,24 @@ off (layers have one event of their own since).
 import statistics
 import sys
 import time
-from dataclasses import replace
 
 import torch
 
+from lab.timed import timed
+from tuner.bench.machinery import every_hit
 from tuner.engine.step import device_first
-from tuner.engine.step.decode import Engine
 from tuner.engine.step.device_step import DeviceStep
-from tuner.engine.step.reference import Resident
-from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.knobs import Config
 
 TOKENS, ROUNDS = 64, 5
 spent = {"_settle": 0.0, "_launch": 0.0, "run": 0.0}
+timed(device_first.DeviceFirst, "_settle", spent)
+timed(device_first.DeviceFirst, "_launch", spent)
+timed(DeviceStep, "run", spent)
 
-
-def timed(cls, name):
-    inner = getattr(cls, name)
-
-    def call(self, *args):
-        start = time.perf_counter()
-        out = inner(self, *args)
-        spent[name] += time.perf_counter() - start
-        return out
-
-    setattr(cls, name, call)
-
-
-timed(device_first.DeviceFirst, "_settle")
-timed(device_first.DeviceFirst, "_launch")
-timed(DeviceStep, "run")
-
-ckpt = Checkpoint(sys.argv[1])
-mc = ckpt.config
-device = torch.device("cuda")
-cfg = replace(Config(), expert_cache=mc.num_layers * mc.num_experts, prefetch="off",
-              moce_bonus=0.0, moce_bonus_r1=0.0)
-resident = Resident(ckpt, cfg.context, device)
-seq, tok = [], 1
-for pos in range(TOKENS):
-    seq.append(tok)
-    tok = int(torch.argmax(resident.step(tok, pos)))
-engine = Engine(ckpt, cfg, device)
+bench = every_hit(Config(model=sys.argv[1], device="cuda"), TOKENS)
+mc, resident, seq = bench.ckpt.config, bench.resident, bench.seq
+engine = bench.engine()
 
 
 def ms(step) -> float:

@@ -12,48 +12,24 @@ token's logits before the next (one sync a token). The host's end-of-token work
 import statistics
 import sys
 import time
-from dataclasses import replace
 
 import torch
 
+from lab.timed import timed
+from tuner.bench.machinery import every_hit
 from tuner.engine.step import clock, decode, device_first, probe
-from tuner.engine.step.decode import Engine
-from tuner.engine.step.reference import Resident
-from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.knobs import Config
 
 TOKENS, ROUNDS = 64, 5
 spent: dict[str, float] = {}
+timed(device_first.DeviceFirst, "step", spent)
+timed(probe.Probe, "score", spent)
+timed(clock.CudaClock, "flush", spent)
+timed(decode.Engine, "check_residency", spent)
 
-
-def timed(cls, name):
-    inner = getattr(cls, name)
-
-    def call(self, *args):
-        start = time.perf_counter()
-        out = inner(self, *args)
-        spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
-        return out
-
-    setattr(cls, name, call)
-
-
-timed(device_first.DeviceFirst, "step")
-timed(probe.Probe, "score")
-timed(clock.CudaClock, "flush")
-timed(decode.Engine, "check_residency")
-
-ckpt = Checkpoint(sys.argv[1])
-mc = ckpt.config
-device = torch.device("cuda")
-cfg = replace(Config(), expert_cache=mc.num_layers * mc.num_experts, prefetch="off",
-              moce_bonus=0.0, moce_bonus_r1=0.0)
-resident = Resident(ckpt, cfg.context, device)
-seq, tok = [], 1
-for pos in range(TOKENS):
-    seq.append(tok)
-    tok = int(torch.argmax(resident.step(tok, pos)))
-engine = Engine(ckpt, cfg, device)
+bench = every_hit(Config(model=sys.argv[1], device="cuda"), TOKENS)
+resident, seq = bench.resident, bench.seq
+engine = bench.engine()
 inside: list[float] = []  # ms a token from its first event to its last layer's
 
 

@@ -4,7 +4,7 @@ against the fully resident model."""
 from __future__ import annotations
 
 import statistics
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -20,11 +20,24 @@ from tuner.vocabulary.counters import C
 ROUNDS = 7  # short interleaved rounds: the paired ratios' median shrugs off a busy moment
 
 
-def measure(cfg: Config, tokens: int, opts: Options) -> dict:
-    """Interleaved A B A B on the same greedy tokens, so the ratio prices the host's part of
-    each layer (slot map, counters, probe) and, on a GPU, the pack it reads. The ratio is
-    the median of each round's arena time over the resident time measured right after it:
-    a shared machine's slow spell lands on both sides of a pair."""
+@dataclass(frozen=True)
+class EveryHit:
+    """The machinery's two sides on one checkpoint: the engine's settings with an arena
+    that holds every expert and nothing speculative (`cfg`), the fully resident model,
+    and its greedy tokens (`seq`), so that both sides see the same routings."""
+
+    ckpt: Checkpoint
+    device: torch.device
+    cfg: Config
+    resident: Resident
+    seq: list[int]
+
+    def engine(self) -> Engine:
+        return Engine(self.ckpt, self.cfg, self.device)
+
+
+def every_hit(cfg: Config, tokens: int) -> EveryHit:
+    """The set-up of `measure`, which the lab's hit-path scripts share."""
     ckpt = Checkpoint(model_folder(cfg))
     mc = ckpt.config
     device = pick_device(cfg.device)
@@ -32,10 +45,20 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
                   moce_bonus=0.0, moce_bonus_r1=0.0, cpu_pool=False)
     resident = Resident(ckpt, cfg.context, device)
     seq, tok = [], 1
-    for pos in range(tokens):  # a greedy sequence, so both sides see the same routings
+    for pos in range(tokens):
         seq.append(tok)
         tok = int(torch.argmax(resident.step(tok, pos)))
-    engine = Engine(ckpt, cfg, device)
+    return EveryHit(ckpt, device, cfg, resident, seq)
+
+
+def measure(cfg: Config, tokens: int, opts: Options) -> dict:
+    """Interleaved A B A B on the same greedy tokens, so the ratio prices the host's part of
+    each layer (slot map, counters, probe) and, on a GPU, the pack it reads. The ratio is
+    the median of each round's arena time over the resident time measured right after it:
+    a shared machine's slow spell lands on both sides of a pair."""
+    bench = every_hit(cfg, tokens)
+    resident, seq = bench.resident, bench.seq
+    engine = bench.engine()
     try:
         time_steps(engine.step, seq)  # warm: loads every expert the sequence routes to
         before = engine.counters.cur.copy()
