@@ -44,7 +44,7 @@ class Conversation:
         self._gen = torch.Generator().manual_seed(seed)
         self._hash = hashlib.sha256()
         self._feed: deque[int] = deque()
-        self.logits: torch.Tensor | None = None  # of the last step, where the engine ran it
+        self.logits: torch.Tensor | None = None  # of the last step, on the host
         self.pos = 0
         self.conversations = 0
         self.output_ids: deque[int] = deque(maxlen=4096)
@@ -98,7 +98,7 @@ class Conversation:
         host = logits.detach().cpu()
         if not np.isfinite(host.numpy()).all():  # numpy's check: a tenth of torch's time
             raise NotFinite(self._why_not_finite())
-        self.logits = logits
+        self.logits = host  # sampled from here: no second copy off the device
         self.pos += len(ids)
         self.resident = eng.resident_counts()
         seconds = time.perf_counter() - t0
@@ -110,7 +110,7 @@ class Conversation:
         take_residency(eng)
         for tok in ids:
             self._hash.update(tok.to_bytes(4, "little"))
-        self._hash.update(np.ascontiguousarray(host.numpy()))  # its buffer, not a copy
+        self._hash.update(np.ascontiguousarray(host.numpy()).data)  # its buffer, not a copy
         return host, exact
 
     def forced(self, span: int, ids: list[int]
@@ -163,7 +163,7 @@ class Conversation:
         t = cfg.temperature
         if t <= 0:
             return int(torch.argmax(logits))
-        probs = torch.softmax(logits.float().cpu() / t, dim=-1)
+        probs = torch.softmax(logits.float() / t, dim=-1)
         return int(torch.multinomial(probs, 1, generator=self._gen))
 
     def _why_not_finite(self) -> str:
