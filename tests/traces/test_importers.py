@@ -5,6 +5,7 @@ dropped."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -94,6 +95,22 @@ def test_jsonl_odd_rows_are_reported(tmp_path):
     assert report["unreadable"]["examples"][0].startswith("odd.jsonl:3: not JSON")
     assert "no 'experts'" in report["unreadable"]["examples"][1]
     assert report["out_of_range"]["examples"] == ["odd.jsonl:5: expert 9 >= 8"]
+
+
+def test_jsonl_probabilities_a_trace_cannot_hold_are_dropped_and_reported(tmp_path):
+    src = tmp_path / "wild.jsonl"
+    src.write_text(lines(
+        {"layer": 0, "token_idx": 0, "experts": [1, 2], "probs": [0.7, 0.3]},
+        {"layer": 0, "token_idx": 1, "experts": [1, 2], "probs": [1e300, 0.1]},
+        {"layer": 0, "token_idx": 2, "experts": [1, 2], "probs": [-1e39, 0.1]},
+    ))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow in a cast to float32
+        trace = import_trace("jsonl", src, Options(num_experts=8))
+    assert problems(trace) == {"probs_not_finite": 2}
+    assert trace.meta["import_problems"]["probs_not_finite"]["examples"][0] == \
+        "wild.jsonl:2: [1e+300, 0.1]"
+    assert np.allclose(trace.probs[0], [[0.7, 0.3]]) and np.isnan(trace.probs[1:]).all()
 
 
 def test_jsonl_a_routing_named_twice_is_reported(tmp_path):

@@ -16,6 +16,7 @@ from tuner.vocabulary.inputs import TRACE_SLOTS
 from tuner.vocabulary.trace_format import MAX_EXPERTS, MAX_LAYERS, Trace, TraceError
 
 EXAMPLES = 3
+F32_MAX = float(np.finfo(np.float32).max)  # a trace stores gate probabilities in float32
 
 # kind -> what it means and what the importer did about it
 KINDS = {
@@ -37,6 +38,8 @@ KINDS = {
     "out_of_range": "expert ids >= num_experts (slot left empty)",
     "duplicate_id": "an expert named twice in one routing (the repeat left empty)",
     "probs_mismatch": "gate probabilities not one per expert (dropped for that routing)",
+    "probs_not_finite": "gate probabilities that are NaN, infinite or beyond float32's "
+                        "range, in which a trace stores them (dropped for that routing)",
 }
 
 
@@ -161,12 +164,14 @@ def assemble(routings: list[Routing], problems: Problems, meta: dict,
                 experts[t, l, rank] = e
                 seen.add(e)
         if r.probs is not None:
-            if len(r.probs) == len(r.experts):
-                probs[t, l, : len(r.probs)] = r.probs
-                has_probs = True
-            else:
+            if len(r.probs) != len(r.experts):
                 problems.add("probs_mismatch", f"{r.where}: {len(r.probs)} probabilities for "
                              f"{len(r.experts)} experts")
+            elif not all(-F32_MAX <= p <= F32_MAX for p in r.probs):  # NaN compares False
+                problems.add("probs_not_finite", f"{r.where}: {r.probs}")
+            else:
+                probs[t, l, : len(r.probs)] = r.probs
+                has_probs = True
     probs[experts < 0] = np.nan  # no probability where no expert is kept
     for t, l in np.argwhere(~present):
         label, token = keys[t]
