@@ -161,12 +161,9 @@ class DeviceFirst:
             if fixed:
                 staged = work.land(l, timely, waited, in_place=eng.arena.stages)
         if fixed:
-            if staged:  # the fix reads them from their staging entries and lands them
-                entry = {f.row: f.entry for f in staged}
-                run.fix(l, [-1 if r in entry else r for r in rows], ranks,
-                        [entry.get(r, -1) for r in rows])
-            else:
-                run.fix(l, rows, ranks)
+            entry = {f.row: f.entry for f in staged}  # the fix reads these from staging
+            run.fix(l, [-1 if r in entry else r for r in rows], ranks,
+                    [entry.get(r, -1) for r in rows] if staged else None)
             eng.arena.mark_used()
             if staged:
                 eng.arena.keep_staged([(f, rows.index(f.row)) for f in staged])
