@@ -1,4 +1,4 @@
-"""A layer's routed experts computed straight from their rows, on CUDA: two Triton kernels.
+"""A layer's routed experts computed straight from their rows, on CUDA: three Triton kernels.
 
 Gathering k experts into a batch before two batched products copies every byte the
 products then read (at OLMoE's shape 200 MB of memory traffic a layer for 100 MB of
@@ -6,9 +6,12 @@ weights). Here each kernel finds an expert by its row index and reads its weight
 
 * `_gate_up`: for expert j (rank order) and a block of its I neurons, gate and up against x
   in float32, then silu(gate) * up, into a [k, I] float32 buffer;
-* `_down`: for a block of the D outputs, the down products of the k experts in rank order,
-  each weighted by its routing weight and summed in float32, so the result never depends
-  on which expert arrived first; written in x's dtype.
+* `_down`: for expert j and a block of the D outputs, its down product in float32 into a
+  [k, D] buffer: one program per (block, expert), so the layer's k experts are read at once
+  rather than one after another;
+* `_sum`: the k down products weighted by their routing weights and summed in rank order
+  in float32, so the result never depends on which expert arrived first; written in x's
+  dtype.
 
 Every path that computes routed experts on CUDA (a layer's body, its fix after misses, the
 fully resident model, the quality probe's exact pass) goes through `Experts.mix`, so they
@@ -37,18 +40,34 @@ try:  # the GPU image has Triton; a CPU-only install need not
 except ImportError:  # pragma: no cover - depends on the install
     triton = None
 
-BLOCK_N = 16  # output neurons a program computes
-BLOCK_K = 256  # input elements a program reads per step of its loop
 COPY_BLOCK = 4096  # elements a program of `copy_rows` copies
+SUM_BLOCK = 1024  # outputs a program of `_sum` adds up
+
+
+@dataclass(frozen=True)
+class Tile:
+    """How a product's kernel splits its work: `n` output rows a program, `k` input
+    elements a step of its loop, `warps` warps a program. `k` fixes the order of a row's
+    sum, so the bits of every path's output follow from it (they share these tiles)."""
+
+    n: int
+    k: int
+    warps: int
+
+
+# Chosen by lab/expert_tiles.py on an H200 at OLMoE's and the demo's shapes.
+GATE_UP = Tile(4, 512, 2)
+DOWN = Tile(16, 256, 4)
 
 
 def usable(device: torch.device, layout) -> bool:
     """Whether `mix` serves experts of this layout held on `device`."""
     return (triton is not None and layout.quant is None
-            and (device.type == "cuda" or _interpreted()))
+            and (device.type == "cuda" or interpreted()))
 
 
-def _interpreted() -> bool:
+def interpreted() -> bool:
+    """Whether Triton runs kernels in its interpreter (the CPU's tests of them)."""
     import os
 
     return os.environ.get("TRITON_INTERPRET") == "1"
@@ -83,6 +102,7 @@ def mix(mem: torch.Tensor, rows: torch.Tensor, layout, x: torch.Tensor, w: torch
     k = rows.shape[0]
     assert up.offset == gate.offset + gate.nbytes, "gate and up lie back to back in a row"
     a = torch.empty(k, I, dtype=torch.float32, device=x.device)
+    part = torch.empty(k, D, dtype=torch.float32, device=x.device)
     y = torch.empty(D, dtype=x.dtype, device=x.device)
     # without `far` the far operands alias the near ones and are compiled out (DIRECT)
     far_w = weights if far is None else far.mem.view(dtype)
@@ -90,12 +110,14 @@ def mix(mem: torch.Tensor, rows: torch.Tensor, layout, x: torch.Tensor, w: torch
     land = weights if far is None else far.land.view(dtype)
     land_from = mem.shape[0] if far is None else far.land_from
     direct = far is not None
-    _gate_up[(k, triton.cdiv(I, BLOCK_N))](
+    gu, dn = GATE_UP, DOWN
+    _gate_up[(k, triton.cdiv(I, gu.n))](
         weights, rows, far_w, far_rows, land, land_from, x, a, weights.shape[1],
-        gate.offset // size, I, D, BN=BLOCK_N, BK=BLOCK_K, DIRECT=direct)
-    _down[(triton.cdiv(D, BLOCK_N),)](
-        weights, rows, far_w, far_rows, land, land_from, a, w, y, k, weights.shape[1],
-        down.offset // size, I, D, BN=BLOCK_N, BK=BLOCK_K, DIRECT=direct)
+        gate.offset // size, I, D, BN=gu.n, BK=gu.k, DIRECT=direct, num_warps=gu.warps)
+    _down[(triton.cdiv(D, dn.n), k)](
+        weights, rows, far_w, far_rows, land, land_from, a, part, weights.shape[1],
+        down.offset // size, I, D, BN=dn.n, BK=dn.k, DIRECT=direct, num_warps=dn.warps)
+    _sum[(triton.cdiv(D, SUM_BLOCK),)](part, w, y, k, D, BLOCK=SUM_BLOCK)
     return y
 
 
@@ -199,26 +221,33 @@ if triton is not None:
         tl.store(a + j * I + n, act, mask=live)
 
     @triton.jit
-    def _down(mem, rows, far, far_rows, land, land_from, a, w, y, k, row_elems, down_off,
-              I, D, BN: tl.constexpr, BK: tl.constexpr, DIRECT: tl.constexpr):
+    def _down(mem, rows, far, far_rows, land, land_from, a, part, row_elems, down_off, I, D,
+              BN: tl.constexpr, BK: tl.constexpr, DIRECT: tl.constexpr):
         n = tl.program_id(0) * BN + tl.arange(0, BN)  # [BN] outputs
+        j = tl.program_id(1)
         live = n < D
+        row, away = _row(mem, rows, far, far_rows, land_from, j, row_elems, DIRECT)
+        base = row + down_off  # down [D, I]
+        kept = land + j * row_elems + down_off
         acc = tl.zeros([BN], dtype=tl.float32)
+        for k0 in range(0, I, BK):
+            i = k0 + tl.arange(0, BK)
+            inside = i < I
+            av = tl.load(a + j * I + i, mask=inside, other=0.0)
+            where = live[:, None] & inside[None, :]
+            wd = tl.load(base + n[:, None] * I + i[None, :], mask=where, other=0.0)
+            if DIRECT:
+                tl.store(kept + n[:, None] * I + i[None, :], wd, mask=(where & away) != 0)
+            acc += tl.sum(wd.to(tl.float32) * av[None, :], axis=1)
+        tl.store(part + j * D + n, acc, mask=live)
+
+    @triton.jit
+    def _sum(part, w, y, k, D, BLOCK: tl.constexpr):
+        n = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        live = n < D
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
         for j in range(0, k):  # rank order: the sum never depends on arrival
-            row, away = _row(mem, rows, far, far_rows, land_from, j, row_elems, DIRECT)
-            base = row + down_off  # down [D, I]
-            kept = land + j * row_elems + down_off
-            part = tl.zeros([BN], dtype=tl.float32)
-            for k0 in range(0, I, BK):
-                i = k0 + tl.arange(0, BK)
-                inside = i < I
-                av = tl.load(a + j * I + i, mask=inside, other=0.0)
-                where = live[:, None] & inside[None, :]
-                wd = tl.load(base + n[:, None] * I + i[None, :], mask=where, other=0.0)
-                if DIRECT:
-                    tl.store(kept + n[:, None] * I + i[None, :], wd, mask=(where & away) != 0)
-                part += tl.sum(wd.to(tl.float32) * av[None, :], axis=1)
-            acc += tl.load(w + j) * part
+            acc += tl.load(w + j) * tl.load(part + j * D + n, mask=live, other=0.0)
         tl.store(y + n, acc.to(y.dtype.element_ty), mask=live)
 
     @triton.jit
