@@ -10,9 +10,12 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 import torch
+
+from tuner.engine.weights import synth
 
 pytest.importorskip("triton", reason="the fused kernels need Triton (CUDA builds of torch)")
 
@@ -112,6 +115,101 @@ def test_choosing_what_to_read_ahead_in_one_kernel_follows_the_torch_rule():
     cuda = torch.cuda.is_available()
     env = dict(os.environ) if cuda else dict(os.environ, TRITON_INTERPRET="1")
     done = subprocess.run([sys.executable, "-c", CHOOSE, "cuda" if cuda else "cpu"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("ok")
+
+
+PREPARE = textwrap.dedent('''
+    import dataclasses, sys, torch
+    from tuner.engine.weights.checkpoint import Checkpoint
+    from tuner.engine.weights.model import Decoder
+    device, folder = torch.device(sys.argv[1]), sys.argv[2]
+    g = torch.Generator().manual_seed(2)
+    cases = 0
+    for arch, dtype, clip in (("qwen3_moe", "bf16", None), ("olmoe", "bf16", None),
+                              ("olmoe", "bf16", 0.05), ("mixtral", "fp32", 0.05),
+                              ("qwen3_moe", "fp32", None)):
+        ckpt = Checkpoint(f"{folder}/{arch}-{dtype}")
+        mc = dataclasses.replace(ckpt.config, clip_qkv=clip)
+        dt = ckpt.dtype
+        decs = [Decoder(mc, ckpt.dense(), 300, device, dt) for _ in range(2)]
+        torch_path, kernel = decs
+        torch_path.one_kernel, kernel.one_kernel = False, True
+        for layer in range(mc.num_layers):  # norm weights of every value, head by head
+            p = [d.layers[layer] for d in decs]
+            for name in ("q_norm", "k_norm", "qk_norm"):
+                if getattr(p[0], name) is not None:
+                    w = torch.rand(getattr(p[0], name).shape, generator=g) + 0.5
+                    for q in p:
+                        getattr(q, name).copy_(w)
+        for pos in (0, 1, 7, 255, 256, 299):
+            h = torch.randn(mc.hidden_size, generator=g).to(device, dt)
+            span = kernel.span(pos)
+            at = torch.tensor([pos], device=device)
+            want = torch_path.attend_one(1, h, at, span)
+            out = torch.empty_like(h)
+            got = kernel.attend_one(1, h, at, span, out=out)
+            assert got is out
+            tol = dict(rtol=2e-2, atol=2e-2) if dt != torch.float32 else dict(rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(got, want, **tol)
+            for cache in ("k_cache", "v_cache"):
+                a, b = getattr(kernel, cache)[1, :, pos], getattr(torch_path, cache)[1, :, pos]
+                torch.testing.assert_close(a, b, **tol)
+                assert a.abs().sum() > 0
+            seen = kernel.seen[:span].bool()
+            assert torch.equal(seen, torch.arange(span, device=device) <= pos)
+            cases += 1
+    print("ok", cases)
+''')
+
+
+def test_one_kernel_readies_a_tokens_q_k_and_v_as_the_torch_path_does(tmp_path):
+    """token_qkv.prepare (norms over a head or the whole projection, clip_qkv, the rotary
+    embedding, the cache writes and the mask) against the torch operations it stands for,
+    norm weights random per value so a misplaced weight shows."""
+    for arch, dtype in (("qwen3_moe", "bf16"), ("olmoe", "bf16"), ("mixtral", "fp32"),
+                        ("qwen3_moe", "fp32")):  # made here: routing them would interpret
+        synth.write(replace(synth.TINY, name=f"t-{arch}-{dtype}", arch=arch, dtype=dtype),
+                    tmp_path / f"{arch}-{dtype}")
+    cuda = torch.cuda.is_available()
+    env = dict(os.environ) if cuda else dict(os.environ, TRITON_INTERPRET="1")
+    done = subprocess.run([sys.executable, "-c", PREPARE, "cuda" if cuda else "cpu",
+                           str(tmp_path)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("ok")
+
+
+ROUTER = textwrap.dedent('''
+    import sys, torch
+    from tuner.engine.weights import router_kernels
+    device = sys.argv[1]
+    g = torch.Generator().manual_seed(3)
+    for E, D, k in ((8, 64, 2), (64, 256, 6), (128, 2048, 8), (7, 100, 4)):
+        routers = torch.randn(2, E, D, generator=g).to(device)
+        for dtype in (torch.float32, torch.bfloat16):
+            x = torch.randn(D, generator=g).to(device, dtype)
+            got = router_kernels.logits(routers[0], x)
+            torch.testing.assert_close(got, routers[0] @ x.float(), rtol=1e-5, atol=1e-4)
+            assert torch.equal(router_kernels.top_k(got, k), torch.topk(got, k).indices)
+            # two layers' routers at once give each layer's logits bit for bit
+            both = router_kernels.logits(routers.view(2 * E, D), x)
+            assert torch.equal(both[:E], got)
+            assert torch.equal(both[E:], router_kernels.logits(routers[1], x))
+    # ties go to the lower id, and ids stay distinct where the rest are -inf
+    s = torch.tensor([1.0, 3.0, 3.0, float("-inf"), float("-inf")], device=device)
+    assert router_kernels.top_k(s, 4).tolist() == [1, 2, 0, 3]
+    print("ok")
+''')
+
+
+def test_one_tokens_router_kernels_give_torchs_logits_and_top_k():
+    """router_kernels (a token's router logits and top k on CUDA) against torch's product
+    and torch.topk, from float32 and 16-bit inputs."""
+    cuda = torch.cuda.is_available()
+    env = dict(os.environ) if cuda else dict(os.environ, TRITON_INTERPRET="1")
+    done = subprocess.run([sys.executable, "-c", ROUTER, "cuda" if cuda else "cpu"], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("ok")

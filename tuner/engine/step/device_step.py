@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from tuner.engine.memory.experts import SPEC_SETS, Experts
-from tuner.engine.weights import fused, router
+from tuner.engine.weights import fused, router, router_kernels
 from tuner.engine.weights.model import Decoder
 
 
@@ -264,7 +264,7 @@ class DeviceStep:
              staged: torch.Tensor | None) -> None:
         x = self.x[layer]
         y = self.experts.mix(x, w, rows, staged, layer, self.experts.staging)
-        self.h[layer + 1].copy_(self.hatt[layer] + self.dec.shared_output(layer, x, y))
+        torch.add(self.hatt[layer], self.dec.shared_output(layer, x, y), out=self.h[layer + 1])
 
     def logits(self) -> torch.Tensor:
         """The token's logits [V] (float32), after the last layer."""
@@ -295,12 +295,20 @@ class DeviceStep:
         dec, route, K = self.dec, self.route, self.K
         h = dec.embed.index_select(0, self.tokpos[:1])[0] if l == 0 else self.h[l]
         if self.branchless:
-            h = dec.attend_one(l, h, self.tokpos[1:], span)
+            h = dec.attend_one(l, h, self.tokpos[1:], span, out=self.hatt[l])
         else:
             h = dec.attention(l, h, self.pos)
+            self.hatt[l].copy_(h)
         x = dec.moe_input(l, h)
-        xf = x.float()  # once: the router and the probe both read it (a no-op in float32)
-        logits = dec.router_logits(l, xf)  # [E] float32
+        pack, E = self.pack[l], self.E
+        probes = None
+        if route.probes and router_kernels.usable(x):  # this layer's router and layer l+1's
+            # on x in one kernel, written into the pack: the first E are the logits
+            both = dec.routers[l:l + 2].view(-1, x.shape[-1])
+            probes = router_kernels.logits(both, x, out=pack[2 * K:2 * K + len(both)])
+            logits = probes[:E]
+        else:
+            logits = dec.router_logits(l, x)  # [E] float32
         mask = None
         if route.residency:
             assert self.mask is not None  # a route that reads residency is given the mask
@@ -314,16 +322,13 @@ class DeviceStep:
             there = self.experts.spec_first(l) + match.float().argmax(1)
             rows = torch.where((rows < 0) & match.any(1), there, rows)
         w = router.weights(logits, sel, dec.cfg.norm_topk_prob)
-        self.hatt[l].copy_(h)
         self.x[l].copy_(x)
         self.w[l].copy_(w)
-        pack, E = self.pack[l], self.E
         pack[:2 * K].copy_(torch.cat([sel, rows]))
-        probes = None
-        if route.probes:  # this layer's router and layer l+1's on x, in one product written
-            # in place: a copy more would be one more operation of the layer's graph
+        if route.probes and probes is None:  # both routers in one product, in place: a copy
+            # more would be one more operation of the layer's graph
             both = dec.routers[l:l + 2].view(-1, x.shape[-1])
-            probes = torch.mv(both, xf, out=pack[2 * K:2 * K + len(both)])  # [E or 2E]
+            probes = torch.mv(both, x.float(), out=pack[2 * K:2 * K + len(both)])  # [E or 2E]
         if route.scores:
             pack[2 * K + 2 * E:3 * K + 2 * E].copy_(logits.index_select(0, sel))
         if ahead:
@@ -346,7 +351,7 @@ class DeviceStep:
             return
         else:
             y = self.experts.mix(x, w, rows)
-        self.h[l + 1].copy_(h + dec.shared_output(l, x, y))
+        torch.add(h, dec.shared_output(l, x, y), out=self.h[l + 1])
         if side is not None:  # the next layer's body reads what was read ahead
             torch.cuda.current_stream().wait_stream(side)
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from tuner.engine.weights import router_kernels, token_qkv
 from tuner.engine.weights.quant import Quant, dequantize
 from tuner.vocabulary.model_config import ModelConfig
 
@@ -169,6 +170,9 @@ class Decoder:
         self.fixed = device.type in FIXED_SHAPES
         self.positions = torch.arange(context, device=device)  # [C]
         self._pos = torch.zeros(1, dtype=torch.int64, device=device)  # eager callers' pos
+        # on CUDA one kernel readies a token's q, k and v and writes its mask (token_qkv)
+        self.one_kernel = token_qkv.usable(device, Dh)
+        self.seen = torch.zeros(context, dtype=torch.uint8, device=device)
 
     def span(self, pos: int) -> int:
         """Cache positions one token at `pos` attends over on CUDA: the smallest of 256,
@@ -235,13 +239,17 @@ class Decoder:
         out = out.view(G, T, H // G, Dh).transpose(0, 1).reshape(T, H * Dh)
         return h + _linear(p.o, out[0] if h.dim() == 1 else out, None)
 
+    def _project(self, layer: int, h: torch.Tensor) -> torch.Tensor:
+        """The q/k/v product of tokens h [T?, D]: [T?, (H+2G)*Dh]."""
+        p = self.layers[layer]
+        return _linear(p.qkv, rms_norm(h, p.in_norm, self.cfg.rms_eps), p.qkv_bias)
+
     def _qkv(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         """q, k and v of tokens h [T?, D] as [T?, (H+2G)*Dh], with OLMoE's norms over the
         whole q and k projections and clip_qkv applied."""
         cfg, p = self.cfg, self.layers[layer]
         H, G, Dh = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        x = rms_norm(h, p.in_norm, cfg.rms_eps)
-        qkv = _linear(p.qkv, x, p.qkv_bias)
+        qkv = self._project(layer, h)
         if cfg.spec.qk_norm == "full":
             assert p.q_norm is not None and p.k_norm is not None  # what "full" norms
             q, k = qkv[..., : H * Dh], qkv[..., H * Dh: (H + G) * Dh]
@@ -252,37 +260,47 @@ class Decoder:
             qkv = qkv.clamp(-cfg.clip_qkv, cfg.clip_qkv)
         return qkv
 
-    def attend_one(self, layer: int, h: torch.Tensor, pos: torch.Tensor, span: int
-                   ) -> torch.Tensor:
+    def attend_one(self, layer: int, h: torch.Tensor, pos: torch.Tensor, span: int,
+                   out: torch.Tensor | None = None) -> torch.Tensor:
         """Attention for one token h [D] at position `pos` (an int64 [1] on the device,
         below `span`): its keys and values written into the cache at `pos`, the query
         attending over the first `span` positions with those after `pos` masked. No host
-        value depends on the position, so the work can be captured once per span."""
+        value depends on the position, so the work can be captured once per span. The
+        residual plus attention's output is written into `out` where given."""
         cfg, p = self.cfg, self.layers[layer]
         H, G, Dh = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        heads = self._qkv(layer, h).view(1, H + 2 * G, Dh)
-        qk, v = heads[:, : H + G], heads[:, H + G:]
-        if p.qk_norm is not None:
-            qk = rms_norm(qk, p.qk_norm, cfg.rms_eps)
-        half = Dh // 2
-        rot = torch.cat([-qk[..., half:], qk[..., :half]], dim=-1)
-        qk = qk * self.cos.index_select(0, pos)[:, None] + rot * self.sin.index_select(
-            0, pos)[:, None]  # [1, H+G, Dh]
-        q, k = qk[0, :H], qk[0, H:]
-        self.k_cache[layer].index_copy_(1, pos, k[:, None])  # [G, C, Dh] at pos
-        self.v_cache[layer].index_copy_(1, pos, v[0, :, None])
+        if self.one_kernel:
+            q = token_qkv.prepare(self._project(layer, h), cfg.spec.qk_norm, p.q_norm,
+                                  p.k_norm, p.qk_norm, cfg.clip_qkv, cfg.rms_eps, self.cos,
+                                  self.sin, pos, self.k_cache[layer], self.v_cache[layer],
+                                  self.seen, span, H)
+            seen = self.seen[:span].view(torch.bool)[None]
+        else:
+            heads = self._qkv(layer, h).view(1, H + 2 * G, Dh)
+            qk, v = heads[:, : H + G], heads[:, H + G:]
+            if p.qk_norm is not None:
+                qk = rms_norm(qk, p.qk_norm, cfg.rms_eps)
+            half = Dh // 2
+            rot = torch.cat([-qk[..., half:], qk[..., :half]], dim=-1)
+            qk = qk * self.cos.index_select(0, pos)[:, None] + rot * self.sin.index_select(
+                0, pos)[:, None]  # [1, H+G, Dh]
+            q, k = qk[0, :H], qk[0, H:]
+            self.k_cache[layer].index_copy_(1, pos, k[:, None])  # [G, C, Dh] at pos
+            self.v_cache[layer].index_copy_(1, pos, v[0, :, None])
+            seen = (self.positions[:span] <= pos)[None]  # [1, span]
         keys, vals = self.k_cache[layer, :, :span], self.v_cache[layer, :, :span]
-        seen = (self.positions[:span] <= pos)[None]  # [1, span]
         # each key/value head with its query heads as one batch of H/G queries: [1, G, H/G,
         # Dh], the 4-D form the fused attention kernels take
-        out = F.scaled_dot_product_attention(q.view(1, G, H // G, Dh), keys[None], vals[None],
+        att = F.scaled_dot_product_attention(q.view(1, G, H // G, Dh), keys[None], vals[None],
                                              attn_mask=seen)
-        return h + _linear(p.o, out.reshape(H * Dh), None)
+        return torch.add(h, _linear(p.o, att.reshape(H * Dh), None), out=out)
 
     def moe_input(self, layer: int, h: torch.Tensor) -> torch.Tensor:
         return rms_norm(h, self.layers[layer].post_norm, self.cfg.rms_eps)
 
     def router_logits(self, layer: int, x: torch.Tensor) -> torch.Tensor:
+        if router_kernels.usable(x):  # one token on CUDA: one kernel reading x as it is
+            return router_kernels.logits(self.routers[layer], x)
         return _linear(self.routers[layer], x.float(), None)  # [T?, E], float32
 
     def shared_output(self, layer: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from tuner.engine.weights import router_kernels
+
 
 def segments(k: int, protect: int, bonus: float, bonus_r1: float) -> list[tuple[int, float]]:
     """(picks, resident bonus) per segment, in rank order."""
@@ -28,6 +30,8 @@ def select(logits: torch.Tensor, resident: torch.Tensor | None, k: int, protect:
     """Expert ids in rank order. logits [E] float, or [T, E] for T tokens (-> [T, k]);
     resident [E] bool or None."""
     if resident is None or (bonus == 0 and bonus_r1 == 0):
+        if router_kernels.usable(logits):  # one token on CUDA: one kernel, not two
+            return router_kernels.top_k(logits, k)
         return torch.topk(logits, k).indices
     boost = resident.to(logits.dtype)
     taken = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
