@@ -1,10 +1,10 @@
 #!/bin/bash
 # Call 40: a layer in fewer, faster kernels (the expert tiles of call 39, a token's q, k
-# and v readied in one kernel, its router's logits and top k in one kernel each, residual
-# sums written in place): the engine's CUDA tests; the demo's and the OLMoE shape's
-# machinery section against the tree before (ab-before/, `git archive 62a613c tuner lab`,
-# not committed), alternating; the kernel table of a resident token and a hit token
-# (lab/profile_device.py).
+# and v readied in one kernel, its router's logits in one kernel and its top k, weights and
+# rows in another, residual sums written in place): the engine's CUDA tests; the demo's and
+# the OLMoE shape's machinery section against the tree before (ab-before/, `git archive
+# 62a613c tuner lab`, not committed), alternating; the kernel table of a resident token and
+# a hit token (lab/profile_device.py).
 source results/2026-12-02/gpu-lib.sh
 TAIL=3 step pytest-cuda 200 python3 -m pytest -q -p no:cacheprovider \
   tests/engine/test_fused.py tests/engine/test_device_step.py tests/engine/test_session.py \

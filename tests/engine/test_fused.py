@@ -197,6 +197,19 @@ ROUTER = textwrap.dedent('''
             both = router_kernels.logits(routers.view(2 * E, D), x)
             assert torch.equal(both[:E], got)
             assert torch.equal(both[E:], router_kernels.logits(routers[1], x))
+            # a layer's route in one kernel: the same ids, their rows, the weights of
+            # `weights` bit for bit (as torch's, to rounding), the pack
+            table = torch.where(torch.rand(E, generator=g) < 0.5, torch.arange(E) + 100,
+                                -1).to(device)
+            for normalise in (True, False):
+                w, pack = torch.zeros(k, device=device), torch.zeros(2 * k, device=device)
+                sel, rows = router_kernels.route(got, table, k, normalise, w, pack)
+                assert torch.equal(sel, torch.topk(got, k).indices)
+                assert torch.equal(rows, table[sel])
+                assert torch.equal(pack, torch.cat([sel, rows]).float())
+                assert torch.equal(w, router_kernels.weights(got, sel, normalise))
+                want = got[sel].softmax(0) if normalise else got.softmax(0)[sel]
+                torch.testing.assert_close(w, want, rtol=1e-5, atol=1e-7)
     # ties go to the lower id, and ids stay distinct where the rest are -inf
     s = torch.tensor([1.0, 3.0, 3.0, float("-inf"), float("-inf")], device=device)
     assert router_kernels.top_k(s, 4).tolist() == [1, 2, 0, 3]
@@ -204,9 +217,9 @@ ROUTER = textwrap.dedent('''
 ''')
 
 
-def test_one_tokens_router_kernels_give_torchs_logits_and_top_k():
-    """router_kernels (a token's router logits and top k on CUDA) against torch's product
-    and torch.topk, from float32 and 16-bit inputs."""
+def test_one_tokens_router_kernels_give_torchs_logits_top_k_and_weights():
+    """router_kernels (a token's router logits, top k, weights and a layer's route on CUDA)
+    against torch's product, torch.topk and softmax, from float32 and 16-bit inputs."""
     cuda = torch.cuda.is_available()
     env = dict(os.environ) if cuda else dict(os.environ, TRITON_INTERPRET="1")
     done = subprocess.run([sys.executable, "-c", ROUTER, "cuda" if cuda else "cpu"], env=env,

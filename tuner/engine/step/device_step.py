@@ -313,18 +313,26 @@ class DeviceStep:
         if route.residency:
             assert self.mask is not None  # a route that reads residency is given the mask
             mask = self.mask[l]
-        sel = router.select(logits, mask, K, route.protect, route.bonus, route.bonus_r1)
-        rows = self.table[l].index_select(0, sel)  # [K], -1 where not in mem
+        w, norm = self.w[l], dec.cfg.norm_topk_prob
+        packed = router_kernels.usable(logits) and router.plain(mask, route.bonus,
+                                                                route.bonus_r1)
+        if packed:  # the top k, their rows, their weights and the pack's ids and rows: one
+            # kernel (rows: -1 where not in mem)
+            sel, rows = router_kernels.route(logits, self.table[l], K, norm, w, pack[:2 * K])
+        else:
+            sel = router.select(logits, mask, K, route.protect, route.bonus, route.bonus_r1)
+            rows = self.table[l].index_select(0, sel)  # [K], -1 where not in mem
+            w.copy_(router.weights(logits, sel, norm))
         ahead = route.ahead is not None and self.experts.speculates
         if ahead and l > 0:  # a miss the layer before read ahead: its speculation row
             ids = self.ahead_ids[l % SPEC_SETS]
             match = (sel[:, None] == ids[None, :]) & (ids >= 0)[None, :]  # [K, K]
             there = self.experts.spec_first(l) + match.float().argmax(1)
             rows = torch.where((rows < 0) & match.any(1), there, rows)
-        w = router.weights(logits, sel, dec.cfg.norm_topk_prob)
+            packed = False
         self.x[l].copy_(x)
-        self.w[l].copy_(w)
-        pack[:2 * K].copy_(torch.cat([sel, rows]))
+        if not packed:
+            pack[:2 * K].copy_(torch.cat([sel, rows]))
         if route.probes and probes is None:  # both routers in one product, in place: a copy
             # more would be one more operation of the layer's graph
             both = dec.routers[l:l + 2].view(-1, x.shape[-1])

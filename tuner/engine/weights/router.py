@@ -29,7 +29,7 @@ def select(logits: torch.Tensor, resident: torch.Tensor | None, k: int, protect:
            bonus: float, bonus_r1: float) -> torch.Tensor:
     """Expert ids in rank order. logits [E] float, or [T, E] for T tokens (-> [T, k]);
     resident [E] bool or None."""
-    if resident is None or (bonus == 0 and bonus_r1 == 0):
+    if plain(resident, bonus, bonus_r1):
         if router_kernels.usable(logits):  # one token on CUDA: one kernel, not two
             return router_kernels.top_k(logits, k)
         return torch.topk(logits, k).indices
@@ -45,8 +45,15 @@ def select(logits: torch.Tensor, resident: torch.Tensor | None, k: int, protect:
     return torch.cat(picks, dim=-1)
 
 
+def plain(resident: torch.Tensor | None, bonus: float, bonus_r1: float) -> bool:
+    """Whether `select` with these arguments is exact top-k."""
+    return resident is None or (bonus == 0 and bonus_r1 == 0)
+
+
 def weights(logits: torch.Tensor, sel: torch.Tensor, normalise: bool = True) -> torch.Tensor:
     """Routing weights [k] (or [T, k]) from the unboosted logits of the selected experts."""
+    if router_kernels.usable(logits):
+        return router_kernels.weights(logits, sel, normalise)
     if normalise:
         return logits.gather(-1, sel).float().softmax(-1)
     return logits.float().softmax(-1).gather(-1, sel)

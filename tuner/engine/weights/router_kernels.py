@@ -1,8 +1,10 @@
-"""One token's router on CUDA in two small Triton kernels: its logits read straight from the
+"""One token's router on CUDA in small Triton kernels: its logits read straight from the
 MoE block's 16-bit input (where torch widens the input, then runs a matrix-vector product
-of two kernels), and its top k in one program (where torch.topk takes two). Every path that
-routes one token on CUDA goes through these (model.Decoder.router_logits, router.select),
-so they agree bit for bit; T tokens at once (prefill) and other devices keep torch's.
+of two kernels), its top k in one program (where torch.topk takes two) and its routing
+weights in one (a gather and a softmax); a layer's body on the device takes top k, weights
+and the table lookup of their rows in one (`route`). Every path that routes one token on
+CUDA goes through these (model.Decoder.router_logits, router.select, router.weights), so
+they agree bit for bit; T tokens at once (prefill) and other devices keep torch's.
 
 Shapes: E experts, D hidden.
 """
@@ -49,6 +51,29 @@ def top_k(scores: torch.Tensor, k: int) -> torch.Tensor:
     return ids
 
 
+def weights(logits: torch.Tensor, sel: torch.Tensor, normalise: bool) -> torch.Tensor:
+    """The routing weights [k] float32 of experts `sel` (int64 [k]) from logits [E]: the
+    softmax over the selected (`normalise`) or over all E, as router.weights."""
+    E, k = logits.shape[0], sel.shape[0]
+    w = torch.empty(k, dtype=torch.float32, device=logits.device)
+    _weights[(1,)](logits, sel, w, E, K=k, KP=triton.next_power_of_2(k),
+                   BE=triton.next_power_of_2(E), NORMALISE=normalise)
+    return w
+
+
+def route(logits: torch.Tensor, table: torch.Tensor, k: int, normalise: bool,
+          w: torch.Tensor, pack: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A layer's plain top-k routing in one kernel: the selected ids `sel` and their rows
+    `table[sel]` (int64 [k] each, returned), their weights into `w` [k] (as `weights`), and
+    both as float32 into pack [2k] (ids, then rows), as a layer's body packs them."""
+    E = logits.shape[0]
+    sel = torch.empty(k, dtype=torch.int64, device=logits.device)
+    rows = torch.empty_like(sel)
+    _route[(1,)](logits, table, sel, rows, w, pack, E, K=k, KP=triton.next_power_of_2(k),
+                 BE=triton.next_power_of_2(E), NORMALISE=normalise)
+    return sel, rows
+
+
 if triton is not None:
 
     @triton.jit
@@ -66,7 +91,8 @@ if triton is not None:
         tl.store(out + e, acc, mask=live)
 
     @triton.jit
-    def _top_k(scores, ids, E, K: tl.constexpr, KP: tl.constexpr, BE: tl.constexpr):
+    def _pick(scores, E, K: tl.constexpr, KP: tl.constexpr, BE: tl.constexpr):
+        """The k largest of scores [E], largest first: [KP] ids (0 past K)."""
         offs = tl.arange(0, BE)
         work = tl.load(scores + offs, mask=offs < E, other=-float("inf"))
         ranks = tl.arange(0, KP)
@@ -77,4 +103,46 @@ if triton is not None:
             i = tl.minimum(tl.min(tl.where((work == top) & ~taken, offs, BE), axis=0), E - 1)
             picked = tl.where(ranks == r, i.to(tl.int64), picked)
             taken = taken | (offs == i)
-        tl.store(ids + ranks, picked, mask=ranks < K)
+        return picked
+
+    @triton.jit
+    def _weights_of(logits, picked, E, K: tl.constexpr, KP: tl.constexpr, BE: tl.constexpr,
+                    NORMALISE: tl.constexpr):
+        """The softmax weights of the experts `picked` [KP] (the first K live)."""
+        live = tl.arange(0, KP) < K
+        mine = tl.load(logits + picked, mask=live, other=-float("inf"))
+        if NORMALISE:  # over the selected
+            top = tl.max(mine, axis=0)
+            e = tl.where(live, tl.exp(mine - top), 0.0)
+            return e / tl.sum(e, axis=0)
+        offs = tl.arange(0, BE)  # over all E, then the selected's shares
+        every = tl.load(logits + offs, mask=offs < E, other=-float("inf"))
+        top = tl.max(every, axis=0)
+        total = tl.sum(tl.where(offs < E, tl.exp(every - top), 0.0), axis=0)
+        return tl.where(live, tl.exp(mine - top), 0.0) / total
+
+    @triton.jit
+    def _top_k(scores, ids, E, K: tl.constexpr, KP: tl.constexpr, BE: tl.constexpr):
+        ranks = tl.arange(0, KP)
+        tl.store(ids + ranks, _pick(scores, E, K, KP, BE), mask=ranks < K)
+
+    @triton.jit
+    def _weights(logits, sel, w, E, K: tl.constexpr, KP: tl.constexpr, BE: tl.constexpr,
+                 NORMALISE: tl.constexpr):
+        ranks = tl.arange(0, KP)
+        picked = tl.load(sel + ranks, mask=ranks < K, other=0)
+        tl.store(w + ranks, _weights_of(logits, picked, E, K, KP, BE, NORMALISE),
+                 mask=ranks < K)
+
+    @triton.jit
+    def _route(logits, table, sel, rows, w, pack, E, K: tl.constexpr, KP: tl.constexpr,
+               BE: tl.constexpr, NORMALISE: tl.constexpr):
+        ranks = tl.arange(0, KP)
+        live = ranks < K
+        picked = _pick(logits, E, K, KP, BE)
+        found = tl.load(table + picked, mask=live, other=-1)
+        tl.store(sel + ranks, picked, mask=live)
+        tl.store(rows + ranks, found, mask=live)
+        tl.store(w + ranks, _weights_of(logits, picked, E, K, KP, BE, NORMALISE), mask=live)
+        tl.store(pack + ranks, picked.to(tl.float32), mask=live)
+        tl.store(pack + K + ranks, found.to(tl.float32), mask=live)
