@@ -4,7 +4,8 @@
 # rows in another, residual sums written in place): the engine's CUDA tests; the demo's and
 # the OLMoE shape's machinery section against the tree before (ab-before/, `git archive
 # 62a613c tuner lab`, not committed), alternating; the kernel table of a resident token and
-# a hit token (lab/profile_device.py).
+# a hit token (lab/profile_device.py). The "before" runs imported the new tree (`python3
+# -m` puts the working folder first on the path): void, repeated by call 41.
 source results/2026-12-02/gpu-lib.sh
 TAIL=3 step pytest-cuda 200 python3 -m pytest -q -p no:cacheprovider \
   tests/engine/test_fused.py tests/engine/test_device_step.py tests/engine/test_session.py \
