@@ -33,6 +33,7 @@ def select(logits: torch.Tensor, resident: torch.Tensor | None, k: int, protect:
         if router_kernels.usable(logits):  # one token on CUDA: one kernel, not two
             return router_kernels.top_k(logits, k)
         return torch.topk(logits, k).indices
+    assert resident is not None  # else plain
     boost = resident.to(logits.dtype)
     taken = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
     picks = []
