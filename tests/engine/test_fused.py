@@ -19,13 +19,24 @@ from tuner.engine.weights import synth
 
 pytest.importorskip("triton", reason="the fused kernels need Triton (CUDA builds of torch)")
 
+def run_checked(script: str, *args: str) -> None:
+    """Runs a check script with the device as its first argument: CUDA where there is
+    one, else the CPU through Triton's interpreter; it prints "ok" when every check held."""
+    cuda = torch.cuda.is_available()
+    env = dict(os.environ) if cuda else dict(os.environ, TRITON_INTERPRET="1")
+    done = subprocess.run([sys.executable, "-c", script, "cuda" if cuda else "cpu", *args],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("ok")
+
+
 CHECK = textwrap.dedent('''
     import sys, torch
     from tuner.engine.weights import fused
     from tuner.engine.weights.checkpoint import Checkpoint
     from tuner.engine.weights.model import experts_out
-    device = sys.argv[2]
-    layout = Checkpoint(sys.argv[1]).layout
+    device = sys.argv[1]
+    layout = Checkpoint(sys.argv[2]).layout
     g = torch.Generator().manual_seed(0)
     R, k = 12, layout.by_name["gate"].shape and 4
     mem = torch.zeros(R, layout.row_bytes, dtype=torch.uint8)
@@ -74,13 +85,7 @@ CHECK = textwrap.dedent('''
 @pytest.mark.parametrize("model, tolerance", [("tiny_model", 1e-5), ("small_model", 1e-5)])
 def test_the_fused_kernels_compute_what_the_batched_products_do(model, tolerance, request):
     folder = request.getfixturevalue(model)
-    cuda = torch.cuda.is_available()
-    env = dict(os.environ) if cuda else dict(os.environ, TRITON_INTERPRET="1")
-    done = subprocess.run([sys.executable, "-c", CHECK, str(folder), "cuda" if cuda else "cpu",
-                           str(tolerance)], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("ok")
+    run_checked(CHECK, str(folder), str(tolerance))
 
 
 CHOOSE = textwrap.dedent('''
@@ -112,12 +117,7 @@ def test_choosing_what_to_read_ahead_in_one_kernel_follows_the_torch_rule():
     """fused.choose_ahead (what a layer's graph reads ahead for the next layer) picks what
     device_step.choose picks, over predictors given or taken as the top k, residency,
     `ok`, drop_cold and limits."""
-    cuda = torch.cuda.is_available()
-    env = dict(os.environ) if cuda else dict(os.environ, TRITON_INTERPRET="1")
-    done = subprocess.run([sys.executable, "-c", CHOOSE, "cuda" if cuda else "cpu"], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("ok")
+    run_checked(CHOOSE)
 
 
 PREPARE = textwrap.dedent('''
@@ -172,13 +172,7 @@ def test_one_kernel_readies_a_tokens_q_k_and_v_as_the_torch_path_does(tmp_path):
                         ("qwen3_moe", "fp32")):  # made here: routing them would interpret
         synth.write(replace(synth.TINY, name=f"t-{arch}-{dtype}", arch=arch, dtype=dtype),
                     tmp_path / f"{arch}-{dtype}")
-    cuda = torch.cuda.is_available()
-    env = dict(os.environ) if cuda else dict(os.environ, TRITON_INTERPRET="1")
-    done = subprocess.run([sys.executable, "-c", PREPARE, "cuda" if cuda else "cpu",
-                           str(tmp_path)], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("ok")
+    run_checked(PREPARE, str(tmp_path))
 
 
 ROUTER = textwrap.dedent('''
@@ -220,9 +214,4 @@ ROUTER = textwrap.dedent('''
 def test_one_tokens_router_kernels_give_torchs_logits_top_k_and_weights():
     """router_kernels (a token's router logits, top k, weights and a layer's route on CUDA)
     against torch's product, torch.topk and softmax, from float32 and 16-bit inputs."""
-    cuda = torch.cuda.is_available()
-    env = dict(os.environ) if cuda else dict(os.environ, TRITON_INTERPRET="1")
-    done = subprocess.run([sys.executable, "-c", ROUTER, "cuda" if cuda else "cpu"], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("ok")
+    run_checked(ROUTER)
