@@ -14,10 +14,11 @@ bfloat16 than in float32 (on a 2-core AMD EPYC with AVX512-BF16, the bf16 demo m
 158 ms a token computing in bfloat16 and at 31 in float32), so on the CPU 16-bit weights
 are widened after they are gathered: the store, the arena and memory bandwidth still carry
 16 bits per weight. Norms and attention accumulate in float32 and routers are kept in
-float32, so routing does not hinge on 16-bit rounding of its logits. On CUDA a layer is a
-few dozen kernels (q, k and v in one product, fused norms, one attention kernel, the
-experts in one batch), because at one token a launch costs more than most of the kernels
-it launches.
+float32, so routing does not hinge on 16-bit rounding of its logits. On CUDA one token's
+layer is about twenty kernels (q, k and v in one product and readied for attention in one
+more: token_qkv.py; one attention kernel; the router in two: router_kernels.py; the
+experts in three: fused.py), because at one token a launch costs more than most of the
+kernels it launches.
 
 Shapes: D hidden, H query heads, G key/value heads, Dh head dim, E experts, I expert width,
 V vocabulary, C context (KV cache length), k experts in a batch.
