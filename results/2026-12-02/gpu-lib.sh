@@ -2,6 +2,12 @@
 # into $OUT: installs the carried wheels into a site folder once per machine and defines
 # `step NAME SECONDS COMMAND...` (output to $OUT/NAME.txt, its tail echoed) and
 # `suite NAME SECONDS GPU_SUITE_ARGS...` (the GPU suite's JSON to $OUT/NAME.json).
+# The wheels the image lacks (for Python 3.12, manylinux x86-64, `pip download --no-deps`):
+# pydantic, pydantic-core, pydantic-settings, python-dotenv, typing-inspection,
+# typing-extensions, annotated-types, tomli-w, fastapi, starlette, uvicorn, websockets,
+# textual, platformdirs, mdit-py-plugins, linkify-it-py, uc-micro-py, opentelemetry-api,
+# importlib-metadata, orjson, and for KvikIO kvikio-cu13, libkvikio-cu13 and rapids-logger
+# (libkvikio links it: without it KvikIO does not load).
 set -u
 export PYTHONUNBUFFERED=1 TUNER_HOME=${TUNER_HOME:-$HOME/.cache/tuner}
 site=$HOME/.cache/tuner-site
