@@ -301,21 +301,22 @@ class DeviceStep:
             self.hatt[l].copy_(h)
         x = dec.moe_input(l, h)
         pack, E = self.pack[l], self.E
+        kernels = router_kernels.usable(x)
         probes = None
-        if route.probes and router_kernels.usable(x):  # this layer's router and layer l+1's
-            # on x in one kernel, written into the pack: the first E are the logits
+        if route.probes:  # this layer's router and layer l+1's on x in one product, written
+            # in place: a copy more would be one more operation of the layer's graph
             both = dec.routers[l:l + 2].view(-1, x.shape[-1])
-            probes = router_kernels.logits(both, x, out=pack[2 * K:2 * K + len(both)])
-            logits = probes[:E]
-        else:
-            logits = dec.router_logits(l, x)  # [E] float32
+            where = pack[2 * K:2 * K + len(both)]  # [E or 2E]
+            probes = router_kernels.logits(both, x, out=where) if kernels else \
+                torch.mv(both, x.float(), out=where)
+        # the kernel's rows do not depend on the rows beside them: its first E are the logits
+        logits = probes[:E] if probes is not None and kernels else dec.router_logits(l, x)
         mask = None
         if route.residency:
             assert self.mask is not None  # a route that reads residency is given the mask
             mask = self.mask[l]
         w, norm = self.w[l], dec.cfg.norm_topk_prob
-        packed = router_kernels.usable(logits) and router.plain(mask, route.bonus,
-                                                                route.bonus_r1)
+        packed = kernels and router.plain(mask, route.bonus, route.bonus_r1)
         if packed:  # the top k, their rows, their weights and the pack's ids and rows: one
             # kernel (rows: -1 where not in mem)
             sel, rows = router_kernels.route(logits, self.table[l], K, norm, w, pack[:2 * K])
@@ -333,10 +334,6 @@ class DeviceStep:
         self.x[l].copy_(x)
         if not packed:
             pack[:2 * K].copy_(torch.cat([sel, rows]))
-        if route.probes and probes is None:  # both routers in one product, in place: a copy
-            # more would be one more operation of the layer's graph
-            both = dec.routers[l:l + 2].view(-1, x.shape[-1])
-            probes = torch.mv(both, x.float(), out=pack[2 * K:2 * K + len(both)])  # [E or 2E]
         if route.scores:
             pack[2 * K + 2 * E:3 * K + 2 * E].copy_(logits.index_select(0, sel))
         if ahead:

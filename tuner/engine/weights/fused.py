@@ -62,8 +62,13 @@ DOWN = Tile(16, 256, 4)
 
 def usable(device: torch.device, layout) -> bool:
     """Whether `mix` serves experts of this layout held on `device`."""
-    return (triton is not None and layout.quant is None
-            and (device.type == "cuda" or interpreted()))
+    return layout.quant is None and runs_on(device)
+
+
+def runs_on(device: torch.device) -> bool:
+    """Whether this install's Triton kernels (these and the layer's others) run on
+    `device`: on CUDA, or anywhere through Triton's interpreter."""
+    return triton is not None and (device.type == "cuda" or interpreted())
 
 
 def interpreted() -> bool:

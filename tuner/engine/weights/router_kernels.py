@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from tuner.engine.weights.fused import interpreted
+from tuner.engine.weights.fused import runs_on
 
 try:  # the GPU image has Triton; a CPU-only install need not
     import triton
@@ -27,7 +27,7 @@ STEP = 512  # input elements it reads a step
 
 def usable(t: torch.Tensor) -> bool:
     """Whether these kernels serve one token's tensor `t` (1-D, where Triton runs)."""
-    return triton is not None and t.dim() == 1 and (t.device.type == "cuda" or interpreted())
+    return t.dim() == 1 and runs_on(t.device)
 
 
 def logits(routers: torch.Tensor, x: torch.Tensor, out: torch.Tensor | None = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from tuner.engine.weights.fused import interpreted
+from tuner.engine.weights.fused import runs_on
 
 try:  # the GPU image has Triton; a CPU-only install need not
     import triton
@@ -29,8 +29,7 @@ SEEN_BLOCK = 1024  # mask positions the first program writes a step
 
 def usable(device: torch.device, head_dim: int) -> bool:
     """Whether `prepare` serves a model of this head dim on `device`."""
-    return (triton is not None and head_dim & (head_dim - 1) == 0
-            and (device.type == "cuda" or interpreted()))
+    return head_dim & (head_dim - 1) == 0 and runs_on(device)
 
 
 def prepare(qkv: torch.Tensor, norm: str, q_norm: torch.Tensor | None,
