@@ -78,6 +78,14 @@ CHECK = textwrap.dedent('''
     dst = torch.zeros(3, layout.row_bytes, dtype=torch.uint8, device=device)
     fused.copy_rows(dst, 0, far_mem, torch.tensor([4, -1, 9], device=device))
     assert torch.equal(dst[0], mem[4]) and not dst[1].any() and torch.equal(dst[2], mem[9])
+    # rows wider than one pass of its programs, copied after `first`
+    words = 2 * fused.COPY_PROGRAMS * fused.COPY_BLOCK + 37
+    wide = torch.randint(0, 256, (3, 4 * words), dtype=torch.uint8)
+    wide = wide.pin_memory() if device == "cuda" else wide
+    dst = torch.zeros(4, 4 * words, dtype=torch.uint8, device=device)
+    fused.copy_rows(dst, 1, wide, torch.tensor([2, -1, 0], device=device))
+    assert not dst[0].any() and not dst[2].any()
+    assert torch.equal(dst[1].cpu(), wide[2]) and torch.equal(dst[3].cpu(), wide[0])
     print("ok", err)
 ''')
 

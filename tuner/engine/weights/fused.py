@@ -40,7 +40,12 @@ try:  # the GPU image has Triton; a CPU-only install need not
 except ImportError:  # pragma: no cover - depends on the install
     triton = None
 
-COPY_BLOCK = 4096  # elements a program of `copy_rows` copies
+COPY_BLOCK = 4096  # elements a program of `copy_rows` copies a step
+# programs a row of `copy_rows`, each striding over the row: few enough that the whole
+# grid starts at once beside the layer's experts. A grid of one program a block queued
+# the experts' kernels behind its thousands of programs, so the read-ahead ran before
+# them rather than beside them.
+COPY_PROGRAMS = 8
 SUM_BLOCK = 1024  # outputs a program of `_sum` adds up
 
 
@@ -133,8 +138,8 @@ def copy_rows(mem: torch.Tensor, first: int, far: torch.Tensor, src: torch.Tenso
     words = mem.view(torch.int32) if mem.shape[1] % 4 == 0 else mem
     src_words = far.view(words.dtype)
     n, width = src.shape[0], words.shape[1]
-    _copy_rows[(n, triton.cdiv(width, COPY_BLOCK))](
-        words, first, src_words, src, width, BLOCK=COPY_BLOCK)
+    _copy_rows[(n, COPY_PROGRAMS)](words, first, src_words, src, width, BLOCK=COPY_BLOCK,
+                                   PROGRAMS=COPY_PROGRAMS)
 
 
 def choose_ahead(scores: torch.Tensor, pred: torch.Tensor | None, ok: torch.Tensor | None,
@@ -256,10 +261,13 @@ if triton is not None:
         tl.store(y + n, acc.to(y.dtype.element_ty), mask=live)
 
     @triton.jit
-    def _copy_rows(mem, first, far, src, width, BLOCK: tl.constexpr):
+    def _copy_rows(mem, first, far, src, width, BLOCK: tl.constexpr, PROGRAMS: tl.constexpr):
         j = tl.program_id(0)
-        at = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         row = tl.load(src + j)
-        keep = ((at < width) & (row >= 0)) != 0  # a block mask (a scalar term makes ints)
-        v = tl.load(far + tl.maximum(row, 0) * width + at, mask=keep)
-        tl.store(mem + (first + j).to(tl.int64) * width + at, v, mask=keep)
+        if row >= 0:
+            src_row = far + row.to(tl.int64) * width
+            dst_row = mem + (first + j).to(tl.int64) * width
+            for start in range(tl.program_id(1) * BLOCK, width, PROGRAMS * BLOCK):
+                at = start + tl.arange(0, BLOCK)
+                keep = at < width
+                tl.store(dst_row + at, tl.load(src_row + at, mask=keep), mask=keep)
