@@ -163,6 +163,11 @@ def test_the_section_runs_llama_bench_at_the_engines_budget_for_each_store(
         assert r["offload_ratio"][store] == s["offload_ratio"] == \
             ratio(1 + m, s["engine_ms_per_token"])
         assert len(s["engine_runs"]) == 3
+        # the bracket above: one layer's experts more on the GPU, at or above the budget
+        above = s["above"]
+        assert above["cpu_moe"] == m - 1 and m - 1 in ncmoe
+        assert above["llama_gpu_expert_bytes"] == (5 - m) * layer > budget
+        assert above["offload_ratio"] == ratio(m, s["engine_ms_per_token"])
     assert len(ncmoe) == len(set(ncmoe))  # a placement runs once, whichever store needs it
     res = r["resident"]
     assert res["llama_ms_per_token"] == 1 and r["resident_ratio"] == ratio(
@@ -170,6 +175,7 @@ def test_the_section_runs_llama_bench_at_the_engines_budget_for_each_store(
     assert r["all_cpu"] == {"cpu_moe": 4, "llama_ms_per_token": 5}
     line = BY_NAME["llamacpp"].text(r)
     assert line.startswith("llamacpp (cpu, llama.cpp b") and "-ncmoe 4" in line
+    assert f"(-ncmoe {r['stores']['ram']['above']['cpu_moe']}, " in line
 
 
 @pytest.mark.llamacpp
