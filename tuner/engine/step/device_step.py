@@ -25,7 +25,6 @@ Shapes: D hidden, E experts, K top-k, L layers, P pack width (4K + 2E).
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -154,12 +153,22 @@ class DeviceStep:
         # a fix's rows and, reading misses from the staging ring, their entries (-1: near)
         self._rows = torch.full((2, K), -1, dtype=torch.int64, pin_memory=self.cuda)
         self.fix_rows = torch.zeros(L, 2, K, dtype=torch.int64, device=dev)
-        # read ahead (Ahead): the experts of each set of speculation rows (-1: none), whether
-        # a layer routed since the sequence started (prev), and the stream the copies take
+        # read ahead (Ahead): the experts of each set of speculation rows (-1: none) and
+        # their far rows, whether a layer routed since the sequence started (prev)
         self.ahead_ids = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
-        self.ahead_src = torch.full((K,), -1, dtype=torch.int64, device=dev)  # their far rows
+        self.ahead_src = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
         self.routed = torch.zeros(L, dtype=torch.bool, device=dev)
+        # on CUDA a set's copy runs on a stream of its own, outside the bodies' graphs, so
+        # no body waits for it but the one that reads the set: the host queues it after
+        # the body that chose it (`run`), behind that body's `chosen` event, and the
+        # reading body waits for its `copied` event just before its experts. External
+        # events: they order a graph's work with work outside it.
         self.ahead_stream = torch.cuda.Stream(dev) if self.cuda else None
+        self._chosen = [torch.cuda.Event(external=True) for _ in range(SPEC_SETS)] \
+            if self.cuda else []
+        self._copied = [torch.cuda.Event(external=True) for _ in range(SPEC_SETS)] \
+            if self.cuda else []
+        self._copies: dict[int, torch.cuda.CUDAGraph] = {}  # by set
         self._fixes: dict[int, torch.cuda.CUDAGraph] = {}  # by layer
         self.captured = 0  # graphs captured so far
 
@@ -186,6 +195,8 @@ class DeviceStep:
                 self._body_graph(layer, span)
             if fixes:
                 self._fix_graph(layer)
+            if self._reads_ahead(layer):
+                self._copy_graph((layer + 1) % SPEC_SETS)
             if layer + 1 == self.L and self._head is None:
                 self._head = self._capture(self._logits)
             if self.captured != before:
@@ -222,6 +233,8 @@ class DeviceStep:
             self.spans[layer] = [start, time.perf_counter()]
             return
         self._body_graph(layer, span).replay()
+        if self._reads_ahead(layer):
+            self._copy_ahead(layer + 1)
         done = self.done[layer]
         done.record(self.stream)
         self.spans[layer] = [self._last, done]
@@ -280,6 +293,7 @@ class DeviceStep:
         """Every layer and the logits captured as one CUDA graph at the current position:
         what the same kernels cost with no launch between layers (the bench's floor)."""
         span = self.dec.span(self.pos)
+        assert not self._reads_ahead(0)  # read-ahead's copies are queued by the host (run)
 
         def token() -> None:
             for layer in range(self.L):
@@ -344,10 +358,11 @@ class DeviceStep:
             self.routed[l:l + 1].fill_(True)
         if self.cuda:
             self.pack_host[l].copy_(self.pack[l], non_blocking=True)
-        side = None
         if ahead and l + 1 < self.L:
             assert probes is not None  # the engine packs probes whenever it reads ahead
-            side = self._read_ahead(l + 1, probes[E:])
+            self._choose_ahead(l + 1, probes[E:])
+        if ahead and l > 0 and self.cuda:  # the copy into this layer's speculation rows
+            torch.cuda.current_stream().wait_event(self._copied[l % SPEC_SETS])
         if self.experts.far is not None:  # a missing expert is read where it is
             y = self.experts.mix(x, w, rows, sel + l * self.E, l)
         elif self.branchless:  # a missing expert computes row 0; the host fixes the layer
@@ -357,35 +372,54 @@ class DeviceStep:
         else:
             y = self.experts.mix(x, w, rows)
         torch.add(h, dec.shared_output(l, x, y), out=self.h[l + 1])
-        if side is not None:  # the next layer's body reads what was read ahead
-            torch.cuda.current_stream().wait_stream(side)
 
-    def _read_ahead(self, nxt: int, scores: torch.Tensor) -> torch.cuda.Stream | None:
-        """Reads layer `nxt`'s predicted misses into its speculation rows, in rank order,
-        at most `limit` (`scores` [E]: its router on this layer's input). On CUDA two
-        kernels on a stream of their own (the plain stale gate; a moce pick routes first),
-        so the copies overlap this layer's experts; returns that stream."""
+    def _choose_ahead(self, nxt: int, scores: torch.Tensor) -> None:
+        """Chooses layer `nxt`'s predicted misses, in rank order, at most `limit`, into its
+        set (`scores` [E]: its router on this layer's input): the plain stale gate in one
+        kernel (a moce pick routes first). On the CPU they are read now; on CUDA the
+        `chosen` event marks them for the host's copy (`_copy_ahead`)."""
         a, K, E = self.route.ahead, self.K, self.E
         assert a is not None  # the body reads ahead only with Ahead
-        side = self.ahead_stream
-        if side is not None:
-            side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side) if side is not None else nullcontext():
-            pred, ok = None, None
-            if a.predictor == "prev":  # what layer nxt routed for the previous token
-                pred, ok = self.pack[nxt, :K].long(), self.routed[nxt:nxt + 1]
-            elif a.pick is not None:  # the set the moce router will pick
-                assert self.mask is not None  # a moce pick is asked of the engine's bodies
-                pred = router.select(scores, self.mask[nxt], K, *a.pick)
-            ids, src = self.ahead_ids[nxt % SPEC_SETS], self.ahead_src
-            if self.experts.fused:
-                fused.choose_ahead(scores, pred, ok, self.table[nxt], ids, src, a.limit,
-                                   a.drop_cold, nxt * E)
-            else:
-                ids.copy_(choose(scores, pred, ok, self.table[nxt], K, a.limit, a.drop_cold))
-                src.copy_(torch.where(ids >= 0, ids + nxt * E, -1))
+        pred, ok = None, None
+        if a.predictor == "prev":  # what layer nxt routed for the previous token
+            pred, ok = self.pack[nxt, :K].long(), self.routed[nxt:nxt + 1]
+        elif a.pick is not None:  # the set the moce router will pick
+            assert self.mask is not None  # a moce pick is asked of the engine's bodies
+            pred = router.select(scores, self.mask[nxt], K, *a.pick)
+        ids, src = self.ahead_ids[nxt % SPEC_SETS], self.ahead_src[nxt % SPEC_SETS]
+        if self.experts.fused:
+            fused.choose_ahead(scores, pred, ok, self.table[nxt], ids, src, a.limit,
+                               a.drop_cold, nxt * E)
+        else:
+            ids.copy_(choose(scores, pred, ok, self.table[nxt], K, a.limit, a.drop_cold))
+            src.copy_(torch.where(ids >= 0, ids + nxt * E, -1))
+        if self.cuda:
+            self._chosen[nxt % SPEC_SETS].record()
+        else:
             self.experts.speculate(nxt, src)
-        return side
+
+    def _reads_ahead(self, layer: int) -> bool:
+        """Whether layer `layer`'s body chooses the next layer's read-ahead on CUDA."""
+        return self.cuda and self.route.ahead is not None and self.experts.speculates \
+            and layer + 1 < self.L
+
+    def _copy_ahead(self, nxt: int) -> None:
+        """Queues the copy of layer `nxt`'s chosen set on the read-ahead stream: after the
+        body that chose it, beside the bodies that follow, before the body that reads it."""
+        sets = nxt % SPEC_SETS
+        side = self.ahead_stream
+        assert side is not None  # made on CUDA
+        side.wait_event(self._chosen[sets])
+        with torch.cuda.stream(side):
+            self._copy_graph(sets).replay()
+        self._copied[sets].record(side)
+
+    def _copy_graph(self, sets: int) -> torch.cuda.CUDAGraph:
+        graph = self._copies.get(sets)
+        if graph is None:  # its eager runs copy what the set names now: the same bytes
+            graph = self._copies[sets] = self._capture(
+                lambda: self.experts.speculate(sets, self.ahead_src[sets]))
+        return graph
 
     def _logits(self) -> None:
         self.out.copy_(self.dec.logits(self.h[self.L]))
