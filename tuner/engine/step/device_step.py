@@ -158,11 +158,11 @@ class DeviceStep:
         self.ahead_ids = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
         self.ahead_src = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
         self.routed = torch.zeros(L, dtype=torch.bool, device=dev)
-        # on CUDA a set's copy runs on a stream of its own, outside the bodies' graphs, so
-        # no body waits for it but the one that reads the set: the host queues it after
-        # the body that chose it (`run`), behind that body's `chosen` event, and the
-        # reading body waits for its `copied` event just before its experts. External
-        # events: they order a graph's work with work outside it.
+        # on CUDA a set's copy is a graph of its own on a stream of its own, so no body
+        # waits for it but the one that reads the set: the host queues it after the body
+        # that chose it (`run`); it waits for that body's `chosen` event, and the reading
+        # body waits for its `copied` event just before its experts. External events:
+        # they order one graph's work with another's.
         self.ahead_stream = torch.cuda.Stream(dev) if self.cuda else None
         self._chosen = [torch.cuda.Event(external=True) for _ in range(SPEC_SETS)] \
             if self.cuda else []
@@ -405,20 +405,21 @@ class DeviceStep:
 
     def _copy_ahead(self, nxt: int) -> None:
         """Queues the copy of layer `nxt`'s chosen set on the read-ahead stream: after the
-        body that chose it, beside the bodies that follow, before the body that reads it."""
-        sets = nxt % SPEC_SETS
-        side = self.ahead_stream
-        assert side is not None  # made on CUDA
-        side.wait_event(self._chosen[sets])
-        with torch.cuda.stream(side):
-            self._copy_graph(sets).replay()
-        self._copied[sets].record(side)
+        body that chose it, beside the bodies that follow, before the body that reads it
+        (one replay: the graph waits and signals through the events itself)."""
+        with torch.cuda.stream(self.ahead_stream):
+            self._copy_graph(nxt % SPEC_SETS).replay()
 
     def _copy_graph(self, sets: int) -> torch.cuda.CUDAGraph:
         graph = self._copies.get(sets)
         if graph is None:  # its eager runs copy what the set names now: the same bytes
-            graph = self._copies[sets] = self._capture(
-                lambda: self.experts.speculate(sets, self.ahead_src[sets]))
+
+            def copy() -> None:
+                torch.cuda.current_stream().wait_event(self._chosen[sets])
+                self.experts.speculate(sets, self.ahead_src[sets])
+                self._copied[sets].record()
+
+            graph = self._copies[sets] = self._capture(copy)
         return graph
 
     def _logits(self) -> None:
