@@ -32,7 +32,9 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
     ratio is the median of each turn's stale / off; stall and bytes per token say where
     the difference goes, and `bytes_ratio` (expert bytes moved per token, stale / off) is
     what it costs where the misses' bytes set the pace: a ratio above it is time the
-    bytes do not explain."""
+    bytes do not explain. `same_output` says whether each turn's last logits were the same
+    bits with and without speculation, as they must be (it changes what is where, never
+    what is computed)."""
     ckpt = Checkpoint(model_folder(cfg))
     device = pick_device(cfg.device)
     cfg = replace(cfg, cpu_pool=False)
@@ -60,13 +62,15 @@ def _pair(ckpt: Checkpoint, cfg: Config, device: torch.device, text: list[int], 
     context = cfg.context
     try:
         runs: dict[str, list[float]] = {pf: [] for pf in engines}
-        before = {}
+        before, same = {}, True
         for start in range(0, len(text), n):
             turn = text[start:start + n]
+            last = {}
             for pf, engine in engines.items():
-                ms = _decode(engine, turn, start, context)
+                ms, last[pf] = _decode(engine, turn, start, context)
                 if start:
                     runs[pf].append(ms)
+            same = same and torch.equal(last["off"], last["stale"])
             if not start:  # counted from here: the first turn warmed the arenas
                 before = {pf: e.counters.cur.copy() for pf, e in engines.items()}
         # the turns' counts (a token's step leaves them in `cur`; closing folds them)
@@ -81,23 +85,24 @@ def _pair(ckpt: Checkpoint, cfg: Config, device: torch.device, text: list[int], 
             "ratio": round(statistics.median(s / o for s, o in zip(runs["stale"], runs["off"])),
                            4),
             "ratio_of_medians": ratio(stale, off),
-            "bytes_ratio": ratio(moved["stale"], moved["off"]),
+            "bytes_ratio": ratio(moved["stale"], moved["off"]), "same_output": same,
             "per_token": per_token,
             "none_runs": [round(x, 3) for x in runs["off"]],
             "stale_runs": [round(x, 3) for x in runs["stale"]]}
 
 
-def _decode(engine: Engine, ids: list[int], start: int, context: int) -> float:
+def _decode(engine: Engine, ids: list[int], start: int, context: int
+            ) -> tuple[float, torch.Tensor]:
     """ms per token of `ids` from position `start` of the text (a new sequence wherever
-    the context is full)."""
+    the context is full), and the last token's logits."""
     t0 = time.perf_counter()
     for i, tok in enumerate(ids):
         pos = (start + i) % context
         if pos == 0:
             engine.reset_sequence()
         logits = engine.step(tok, pos)
-    logits.cpu()  # the device has finished every token
-    return 1000 * (time.perf_counter() - t0) / len(ids)
+    last = logits.cpu()  # the device has finished every token
+    return 1000 * (time.perf_counter() - t0) / len(ids), last
 
 
 def _per_token(counts: np.ndarray, tokens: int) -> dict:
@@ -112,5 +117,6 @@ def text(r: dict) -> str:
                      f"ms/token = {s['ratio']}, bytes moved {s['bytes_ratio']} "
                      f"(stall {stale['stall_ms']} / {off['stall_ms']} "
                      f"ms/token, {stale['pf_timely']} of {stale['pf_issued']} read ahead "
-                     "per token used)")
+                     "per token used" + ("" if s["same_output"] else
+                                         "; THE OUTPUT DIFFERED: a defect") + ")")
     return "(h) prefetch: stale gate / none, " + "; ".join(parts)
