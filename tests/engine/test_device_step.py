@@ -17,6 +17,7 @@ from tuner.engine.step.decode import Engine
 from tuner.engine.step.device_first import DeviceFirst
 from tuner.engine.weights import model
 from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.knobs import Config
 
 
 @pytest.fixture
@@ -81,6 +82,23 @@ def test_fixed_path_counts_are_deterministic_and_add_up(fixed, tiny_config, run)
         layer_ms = [r["layer_ms"] for r in snap["layers"]]
         assert min(layer_ms) > 0
         assert sum(layer_ms) <= 1000 * snap["totals"]["seconds"]
+
+
+def test_read_ahead_in_place_is_the_same_every_run(fixed, small_model, run):
+    """With misses read in place (the RAM store) the bodies read the next layer's predicted
+    misses ahead (on CUDA, a copy on a stream of its own that only the reading body waits
+    for): two runs count the same speculation and compute the same bits as the arena
+    without it. The demo's layer shapes, so that on a GPU a copy out of order would read
+    rows before they are written."""
+    cfg = Config(model=str(small_model), expert_cache=6, expert_store="ram", io_workers=3,
+                 io_urgent=1)
+    plain = run(cfg)
+    a, b = (run(replace(cfg, prefetch="stale", prefetch_max=0)) for _ in range(2))
+    assert a["output_hash"] == b["output_hash"] == plain["output_hash"]
+    counted = ("pf_issued", "pf_timely", "pf_unused", "sync_misses", "hits")
+    for ra, rb in zip(a["layers"], b["layers"]):
+        assert [ra[c] for c in counted] == [rb[c] for c in counted]
+    assert sum(r["pf_timely"] for r in a["layers"]) > 0  # read ahead and used
 
 
 def test_fixed_path_logits_equal_the_fully_resident_model(fixed, tiny_config, tiny_model):
