@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tests.engine.resident_match import streaming_matches_resident
+from tuner.engine.memory.experts import Experts
 from tuner.engine.step import device_first
 from tuner.engine.step.decode import Engine
 from tuner.engine.step.device_first import DeviceFirst
@@ -99,6 +100,38 @@ def test_read_ahead_in_place_is_the_same_every_run(fixed, small_model, run):
     for ra, rb in zip(a["layers"], b["layers"]):
         assert [ra[c] for c in counted] == [rb[c] for c in counted]
     assert sum(r["pf_timely"] for r in a["layers"]) > 0  # read ahead and used
+
+
+def test_a_layer_run_again_reads_no_later_layers_read_ahead(fixed, tiny_config, run,
+                                                            monkeypatch):
+    """With a resident bonus a queued layer runs again when the host changed the residency
+    it routed on, and by then the layer after it may have chosen its own read-ahead into
+    the speculation set this layer reads (sets alternate by layer). Every speculation row
+    a body computes from holds the expert it stands for (on the CPU, where the rows can be
+    looked at between the bodies; CUDA runs the same code in graphs)."""
+    used, wrong, again = [0], [], [0]
+    plain_mix, plain_launch = Experts.mix, DeviceFirst._launch
+
+    def mix(self, x, w, rows, far_rows=None, layer=0, far=None):
+        if far_rows is not None and far is None and self.far is not None:
+            for j, r in enumerate(rows.tolist()):
+                if r >= self.spec_lo:
+                    used[0] += 1
+                    if not torch.equal(self.mem[r], self.far[int(far_rows[j])]):
+                        wrong.append((layer, j))
+        return plain_mix(self, x, w, rows, far_rows, layer, far)
+
+    def launch(self, run, l):
+        again[0] += self._launched[l] is not None
+        plain_launch(self, run, l)
+
+    monkeypatch.setattr(Experts, "mix", mix)
+    monkeypatch.setattr(DeviceFirst, "_launch", launch)
+    snap = run(replace(tiny_config, device="cpu", expert_cache=24, expert_store="ram",
+                       prefetch="stale", prefetch_max=0, moce_bonus=0.85))
+    assert used[0] and again[0] and not wrong
+    for r in snap["layers"]:
+        assert r["hits"] + r["sync_misses"] + r["pf_late"] + r["pf_timely"] == r["lookups"]
 
 
 def test_fixed_path_logits_equal_the_fully_resident_model(fixed, tiny_config, tiny_model):

@@ -87,16 +87,18 @@ def choose(scores: torch.Tensor, pred: torch.Tensor | None, ok: torch.Tensor | N
 class Pack:
     """A layer's pack as the host reads it."""
 
-    def __init__(self, row: np.ndarray, K: int, E: int, last: bool, route: Route):
+    def __init__(self, row: np.ndarray, K: int, E: int, layer: int, last: bool, route: Route):
         self.sel = row[:K].astype(np.int64).tolist()  # expert ids, rank order
         self.rows = row[K:2 * K].astype(np.int64).tolist()  # arena rows; -1 not found
         self.ctrl = row[2 * K:2 * K + E] if route.probes else None  # this router on x [E]
         self.stale_next = None if last or not route.probes else \
             row[2 * K + E:2 * K + 2 * E].copy()  # layer l+1's router on x [E]
         self.scores = row[2 * K + 2 * E:3 * K + 2 * E].copy() if route.scores else None
-        # the experts read ahead for this layer by the one before it (-1: none)
-        self.ahead = [e for e in row[3 * K + 2 * E:].astype(np.int64).tolist() if e >= 0] \
-            if route.ahead else []
+        # the experts read ahead for this layer by the one before it: the set's far rows
+        # (layer * E + expert; -1 none), of which those of this layer count
+        base = layer * E
+        self.ahead = [r - base for r in row[3 * K + 2 * E:].astype(np.int64).tolist()
+                      if base <= r < base + E] if route.ahead else []
 
     @property
     def found(self) -> bool:
@@ -153,8 +155,9 @@ class DeviceStep:
         # a fix's rows and, reading misses from the staging ring, their entries (-1: near)
         self._rows = torch.full((2, K), -1, dtype=torch.int64, pin_memory=self.cuda)
         self.fix_rows = torch.zeros(L, 2, K, dtype=torch.int64, device=dev)
-        # read ahead (Ahead): the experts of each set of speculation rows (-1: none) and
-        # their far rows, whether a layer routed since the sequence started (prev)
+        # read ahead (Ahead): each set's chosen experts (-1: none) and their far rows, which
+        # the copy reads and the reading body matches, whether a layer routed since the
+        # sequence started (prev)
         self.ahead_ids = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
         self.ahead_src = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
         self.routed = torch.zeros(L, dtype=torch.bool, device=dev)
@@ -244,7 +247,8 @@ class DeviceStep:
         """Waits for the layer's body; its pack."""
         if self.cuda:
             self.done[layer].synchronize()
-        return Pack(self._pack_np[layer], self.K, self.E, layer + 1 == self.L, self.route)
+        return Pack(self._pack_np[layer], self.K, self.E, layer, layer + 1 == self.L,
+                    self.route)
 
     def fix(self, layer: int, rows: list[int], ranks: list[int] | None = None,
             staged: list[int] | None = None) -> None:
@@ -339,9 +343,14 @@ class DeviceStep:
             rows = self.table[l].index_select(0, sel)  # [K], -1 where not in mem
             w.copy_(router.weights(logits, sel, norm))
         ahead = route.ahead is not None and self.experts.speculates
-        if ahead and l > 0:  # a miss the layer before read ahead: its speculation row
-            ids = self.ahead_ids[l % SPEC_SETS]
-            match = (sel[:, None] == ids[None, :]) & (ids >= 0)[None, :]  # [K, K]
+        far_rows = sel + l * self.E if self.experts.far is not None else None
+        if ahead and l > 0:  # a miss the layer before read ahead: its speculation row. The
+            # set names far rows (layer and expert), so where a later layer chose into it
+            # since (this layer runs again after the next one ran), nothing matches and the
+            # layer reads its misses in place (the bytes read ahead for its first run go
+            # uncounted: the host reads the pack of its last)
+            assert far_rows is not None  # speculation rows come with far
+            match = far_rows[:, None] == self.ahead_src[l % SPEC_SETS][None, :]  # [K, K]
             there = self.experts.spec_first(l) + match.float().argmax(1)
             rows = torch.where((rows < 0) & match.any(1), there, rows)
             packed = False
@@ -352,7 +361,7 @@ class DeviceStep:
             pack[2 * K + 2 * E:3 * K + 2 * E].copy_(logits.index_select(0, sel))
         if ahead:
             if l > 0:
-                pack[3 * K + 2 * E:].copy_(self.ahead_ids[l % SPEC_SETS])
+                pack[3 * K + 2 * E:].copy_(self.ahead_src[l % SPEC_SETS])
             else:
                 pack[3 * K + 2 * E:].fill_(-1)
             self.routed[l:l + 1].fill_(True)
@@ -363,8 +372,8 @@ class DeviceStep:
             self._choose_ahead(l + 1, probes[E:])
         if ahead and l > 0 and self.cuda:  # the copy into this layer's speculation rows
             torch.cuda.current_stream().wait_event(self._copied[l % SPEC_SETS])
-        if self.experts.far is not None:  # a missing expert is read where it is
-            y = self.experts.mix(x, w, rows, sel + l * self.E, l)
+        if far_rows is not None:  # a missing expert is read where it is
+            y = self.experts.mix(x, w, rows, far_rows, l)
         elif self.branchless:  # a missing expert computes row 0; the host fixes the layer
             y = self.experts.mix(x, w, rows.clamp(min=0))
         elif bool((rows < 0).any()):
