@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from tests.engine.resident_match import streaming_matches_resident
-from tuner.engine.memory.experts import Experts
+from tuner.engine.memory.host_copy import HostCopy
 from tuner.engine.step import device_first
 from tuner.engine.step.decode import Engine
 from tuner.engine.step.device_first import DeviceFirst
+from tuner.engine.step.device_step import DeviceStep
 from tuner.engine.weights import model
 from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.knobs import Config
@@ -102,36 +103,48 @@ def test_read_ahead_in_place_is_the_same_every_run(fixed, small_model, run):
     assert sum(r["pf_timely"] for r in a["layers"]) > 0  # read ahead and used
 
 
-def test_a_layer_run_again_reads_no_later_layers_read_ahead(fixed, tiny_config, run,
-                                                            monkeypatch):
-    """With a resident bonus a queued layer runs again when the host changed the residency
-    it routed on, and by then the layer after it may have chosen its own read-ahead into
-    the speculation set this layer reads (sets alternate by layer). Every speculation row
-    a body computes from holds the expert it stands for (on the CPU, where the rows can be
-    looked at between the bodies; CUDA runs the same code in graphs)."""
-    used, wrong, again = [0], [], [0]
-    plain_mix, plain_launch = Experts.mix, DeviceFirst._launch
+@pytest.mark.parametrize("changes", [
+    {"expert_cache": 8}, {"expert_cache": 24, "cache_policy": "2q", "prefetch": "prev"},
+    {"expert_cache": 24, "prefetch": "stale", "moce_bonus": 0.85},
+    {"expert_cache": 24, "expert_store": "ram", "prefetch": "stale", "moce_bonus": 0.85},
+    {"expert_cache": 24, "expert_store": "ram", "arena_split": "layers", "prefetch": "stale"},
+    {"expert_cache": 24, "expert_store": "ram", "drop_cold": 0.2, "prefetch": "stale"},
+])
+def test_every_row_a_layer_computes_from_holds_its_expert(fixed, tiny_config, tiny_model, run,
+                                                          monkeypatch, changes):
+    """Each arena row a body or a fix computes an expert from holds that expert's bytes:
+    slots found in the table, speculation rows read ahead (with a resident bonus a queued
+    layer runs again once the host changed the residency it routed on, and by then the
+    layer after it has read ahead into the set it reads: sets alternate by layer), and the
+    rows the host names to a fix. On the CPU, where the rows can be looked at between the
+    layers; CUDA runs the same code in graphs."""
+    ref, seen, wrong = HostCopy(Checkpoint(tiny_model)), [0], []
+    plain_body, plain_fix = DeviceStep._body, DeviceStep.fix
 
-    def mix(self, x, w, rows, far_rows=None, layer=0, far=None):
-        if far_rows is not None and far is None and self.far is not None:
-            for j, r in enumerate(rows.tolist()):
-                if r >= self.spec_lo:
-                    used[0] += 1
-                    if not torch.equal(self.mem[r], self.far[int(far_rows[j])]):
-                        wrong.append((layer, j))
-        return plain_mix(self, x, w, rows, far_rows, layer, far)
+    def check(step, layer, experts, rows):
+        for e, r in zip(experts, rows):
+            if r >= 0:
+                seen[0] += 1
+                if not torch.equal(step.experts.mem[r], ref.row((layer, e))):
+                    wrong.append((layer, e, r))
 
-    def launch(self, run, l):
-        again[0] += self._launched[l] is not None
-        plain_launch(self, run, l)
+    def body(self, l, span):
+        plain_body(self, l, span)
+        check(self, l, self.pack[l, :self.K].long().tolist(),
+              self.pack[l, self.K:2 * self.K].long().tolist())
 
-    monkeypatch.setattr(Experts, "mix", mix)
-    monkeypatch.setattr(DeviceFirst, "_launch", launch)
-    snap = run(replace(tiny_config, device="cpu", expert_cache=24, expert_store="ram",
-                       prefetch="stale", prefetch_max=0, moce_bonus=0.85))
-    assert used[0] and again[0] and not wrong
-    for r in snap["layers"]:
-        assert r["hits"] + r["sync_misses"] + r["pf_late"] + r["pf_timely"] == r["lookups"]
+    def fix(self, layer, rows, ranks=None, staged=None):
+        sel = self.pack[layer, :self.K].long().tolist()
+        plain_fix(self, layer, rows, ranks, staged)
+        check(self, layer, sel if ranks is None else [sel[r] for r in ranks], rows)
+
+    monkeypatch.setattr(DeviceStep, "_body", body)
+    monkeypatch.setattr(DeviceStep, "fix", fix)
+    snap = run(replace(tiny_config, device="cpu", **changes))
+    assert seen[0] and not wrong
+    for r in snap["layers"]:  # a dropped expert counts as a lookup too
+        assert r["hits"] + r["sync_misses"] + r["pf_late"] + r["pf_timely"] + r["dropped"] \
+            == r["lookups"]
 
 
 def test_fixed_path_logits_equal_the_fully_resident_model(fixed, tiny_config, tiny_model):
