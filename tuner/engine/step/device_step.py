@@ -155,10 +155,10 @@ class DeviceStep:
         # a fix's rows and, reading misses from the staging ring, their entries (-1: near)
         self._rows = torch.full((2, K), -1, dtype=torch.int64, pin_memory=self.cuda)
         self.fix_rows = torch.zeros(L, 2, K, dtype=torch.int64, device=dev)
-        # read ahead (Ahead): each set's chosen experts (-1: none) and their far rows, which
-        # the copy reads and the reading body matches, whether a layer routed since the
-        # sequence started (prev)
-        self.ahead_ids = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
+        # read ahead (Ahead): a choice's expert ids (scratch, on their way to far rows), each
+        # set's far rows (-1: none), which its copy reads and its reading body matches, and
+        # whether a layer routed since the sequence started (prev)
+        self.ahead_ids = torch.full((K,), -1, dtype=torch.int64, device=dev)
         self.ahead_src = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
         self.routed = torch.zeros(L, dtype=torch.bool, device=dev)
         # on CUDA a set's copy is a graph of its own on a stream of its own, so no body
@@ -395,7 +395,7 @@ class DeviceStep:
         elif a.pick is not None:  # the set the moce router will pick
             assert self.mask is not None  # a moce pick is asked of the engine's bodies
             pred = router.select(scores, self.mask[nxt], K, *a.pick)
-        ids, src = self.ahead_ids[nxt % SPEC_SETS], self.ahead_src[nxt % SPEC_SETS]
+        ids, src = self.ahead_ids, self.ahead_src[nxt % SPEC_SETS]
         if self.experts.fused:
             fused.choose_ahead(scores, pred, ok, self.table[nxt], ids, src, a.limit,
                                a.drop_cold, nxt * E)

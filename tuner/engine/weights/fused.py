@@ -38,7 +38,7 @@ try:  # the GPU image has Triton; a CPU-only install need not
     import triton
     import triton.language as tl
 except ImportError:  # pragma: no cover - depends on the install
-    triton = None
+    triton = tl = None  # the layer's other kernel modules import both from here
 
 COPY_BLOCK = 4096  # elements a program of `copy_rows` copies a step
 # programs a row of `copy_rows`, each striding over the row: few enough that the whole

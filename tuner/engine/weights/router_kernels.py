@@ -13,13 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from tuner.engine.weights.fused import runs_on
-
-try:  # the GPU image has Triton; a CPU-only install need not
-    import triton
-    import triton.language as tl
-except ImportError:  # pragma: no cover - depends on the install
-    triton = None
+from tuner.engine.weights.fused import runs_on, tl, triton
 
 ROWS = 2  # router rows a program of `_logits` computes
 STEP = 512  # input elements it reads a step

@@ -15,13 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from tuner.engine.weights.fused import runs_on
-
-try:  # the GPU image has Triton; a CPU-only install need not
-    import triton
-    import triton.language as tl
-except ImportError:  # pragma: no cover - depends on the install
-    triton = None
+from tuner.engine.weights.fused import runs_on, tl, triton
 
 NORMS = {"": 0, "head": 1, "full": 2}  # ModelSpec.qk_norm -> the kernel's NORM
 SEEN_BLOCK = 1024  # mask positions the first program writes a step
