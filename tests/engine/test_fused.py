@@ -185,9 +185,11 @@ def test_one_kernel_readies_a_tokens_q_k_and_v_as_the_torch_path_does(tmp_path):
 
 ROUTER = textwrap.dedent('''
     import sys, torch
+    from tuner.engine.step.device_step import ahead_rows
     from tuner.engine.weights import router_kernels
     device = sys.argv[1]
     g = torch.Generator().manual_seed(3)
+    spec_rows = 0  # misses found read ahead, over the cases
     for E, D, k in ((8, 64, 2), (64, 256, 6), (128, 2048, 8), (7, 100, 4)):
         routers = torch.randn(2, E, D, generator=g).to(device)
         for dtype in (torch.float32, torch.bfloat16):
@@ -212,9 +214,30 @@ ROUTER = textwrap.dedent('''
                 assert torch.equal(w, router_kernels.weights(got, sel, normalise))
                 want = got[sel].softmax(0) if normalise else got.softmax(0)[sel]
                 torch.testing.assert_close(w, want, rtol=1e-5, atol=1e-7)
+            # with a read-ahead set: the missing experts it names (as this layer's far
+            # rows, some more than once, some of another layer) at their speculation rows,
+            # as device_step.ahead_rows finds them, and the set in the pack
+            base, first = 3 * E, 1000
+            picked = torch.topk(got, k).indices.cpu()
+            src = torch.cat([picked[torch.randperm(k, generator=g)[:k // 2 + 1]] + base,
+                             torch.tensor([-1, picked[0] + 2 * E])])[:k]
+            src = torch.cat([src, torch.full((k - len(src),), -1)])
+            if k > 2:
+                src[-1] = src[0]
+            src = src.to(device)
+            w, pack = torch.zeros(k, device=device), torch.zeros(2 * k, device=device)
+            named = torch.zeros(k, device=device)
+            sel, rows = router_kernels.route(got, table, k, True, w, pack,
+                                             (src, first, base, named))
+            want = ahead_rows(table[sel], sel + base, src, first)
+            assert torch.equal(rows, want), (rows, want)
+            assert torch.equal(pack, torch.cat([sel, want]).float())
+            assert torch.equal(named, src.float())
+            spec_rows += int((want >= first).sum())
     # ties go to the lower id, and ids stay distinct where the rest are -inf
     s = torch.tensor([1.0, 3.0, 3.0, float("-inf"), float("-inf")], device=device)
     assert router_kernels.top_k(s, 4).tolist() == [1, 2, 0, 3]
+    assert spec_rows > 0
     print("ok")
 ''')
 

@@ -84,6 +84,19 @@ def choose(scores: torch.Tensor, pred: torch.Tensor | None, ok: torch.Tensor | N
                        pred.index_select(0, first), -1)
 
 
+def ahead_rows(rows: torch.Tensor, far_rows: torch.Tensor, src: torch.Tensor,
+               spec_first: int) -> torch.Tensor:
+    """Where a layer finds its misses read ahead: `rows` [k] (arena rows, -1 missing) with
+    each missing expert whose far row (`far_rows` [k]: layer * E + expert) the set `src`
+    [k] names at place j given speculation row spec_first + j. The set names far rows, so
+    where a later layer chose into it since (this layer runs again after the next one
+    ran), nothing matches and the layer reads its misses in place. router_kernels.route is
+    the same rule in one kernel."""
+    match = far_rows[:, None] == src[None, :]  # [k, k]
+    there = spec_first + match.float().argmax(1)
+    return torch.where((rows < 0) & match.any(1), there, rows)
+
+
 class Pack:
     """A layer's pack as the host reads it."""
 
@@ -128,6 +141,7 @@ class DeviceStep:
         self.w = torch.zeros(L, K, dtype=torch.float32, device=dev)  # routing weights
         width = 4 * K + 2 * E
         self.pack = torch.zeros(L, width, dtype=torch.float32, device=dev)
+        self.pack[:, 3 * K + 2 * E:] = -1  # no set read ahead (layer 0's, always)
         # on CUDA the body copies its pack here, in pinned memory; on the CPU it is the pack
         self.pack_host = torch.zeros(L, width, dtype=torch.float32, pin_memory=True) \
             if self.cuda else self.pack
@@ -334,36 +348,33 @@ class DeviceStep:
             assert self.mask is not None  # a route that reads residency is given the mask
             mask = self.mask[l]
         w, norm = self.w[l], dec.cfg.norm_topk_prob
-        packed = kernels and router.plain(mask, route.bonus, route.bonus_r1)
-        if packed:  # the top k, their rows, their weights and the pack's ids and rows: one
-            # kernel (rows: -1 where not in mem)
-            sel, rows = router_kernels.route(logits, self.table[l], K, norm, w, pack[:2 * K])
+        a = route.ahead if self.experts.speculates else None
+        ahead = a is not None
+        # a miss the layer before read ahead is found in its speculation row (ahead_rows;
+        # the bytes read ahead for a layer's first run go uncounted where it runs again:
+        # the host reads the pack of its last); the pack names the set (layer 0's: none,
+        # as allocated)
+        spec = (self.ahead_src[l % SPEC_SETS], self.experts.spec_first(l), l * self.E,
+                pack[3 * K + 2 * E:]) if ahead and l > 0 else None
+        if kernels and router.plain(mask, route.bonus, route.bonus_r1):
+            # the top k, their rows (-1 where not in mem, or their speculation rows), their
+            # weights and the pack's ids, rows and set: one kernel
+            sel, rows = router_kernels.route(logits, self.table[l], K, norm, w, pack[:2 * K],
+                                             spec)
         else:
             sel = router.select(logits, mask, K, route.protect, route.bonus, route.bonus_r1)
             rows = self.table[l].index_select(0, sel)  # [K], -1 where not in mem
             w.copy_(router.weights(logits, sel, norm))
-        ahead = route.ahead is not None and self.experts.speculates
-        far_rows = sel + l * self.E if self.experts.far is not None else None
-        if ahead and l > 0:  # a miss the layer before read ahead: its speculation row. The
-            # set names far rows (layer and expert), so where a later layer chose into it
-            # since (this layer runs again after the next one ran), nothing matches and the
-            # layer reads its misses in place (the bytes read ahead for its first run go
-            # uncounted: the host reads the pack of its last)
-            assert far_rows is not None  # speculation rows come with far
-            match = far_rows[:, None] == self.ahead_src[l % SPEC_SETS][None, :]  # [K, K]
-            there = self.experts.spec_first(l) + match.float().argmax(1)
-            rows = torch.where((rows < 0) & match.any(1), there, rows)
-            packed = False
-        self.x[l].copy_(x)
-        if not packed:
+            if spec is not None:
+                src, first, base, named = spec
+                rows = ahead_rows(rows, sel + base, src, first)
+                named.copy_(src)
             pack[:2 * K].copy_(torch.cat([sel, rows]))
+        far_rows = sel + l * self.E if self.experts.far is not None else None
+        self.x[l].copy_(x)
         if route.scores:
             pack[2 * K + 2 * E:3 * K + 2 * E].copy_(logits.index_select(0, sel))
-        if ahead:
-            if l > 0:
-                pack[3 * K + 2 * E:].copy_(self.ahead_src[l % SPEC_SETS])
-            else:
-                pack[3 * K + 2 * E:].fill_(-1)
+        if a is not None and a.predictor == "prev":  # what `ok` reads (_choose_ahead)
             self.routed[l:l + 1].fill_(True)
         if self.cuda:
             self.pack_host[l].copy_(self.pack[l], non_blocking=True)

@@ -55,16 +55,28 @@ def weights(logits: torch.Tensor, sel: torch.Tensor, normalise: bool) -> torch.T
     return w
 
 
+Spec = tuple[torch.Tensor, int, int, torch.Tensor]
+
+
 def route(logits: torch.Tensor, table: torch.Tensor, k: int, normalise: bool,
-          w: torch.Tensor, pack: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+          w: torch.Tensor, pack: torch.Tensor, spec: Spec | None = None
+          ) -> tuple[torch.Tensor, torch.Tensor]:
     """A layer's plain top-k routing in one kernel: the selected ids `sel` and their rows
     `table[sel]` (int64 [k] each, returned), their weights into `w` [k] (as `weights`), and
-    both as float32 into pack [2k] (ids, then rows), as a layer's body packs them."""
+    both as float32 into pack [2k] (ids, then rows), as a layer's body packs them.
+
+    `spec` (src, spec_first, base, named), where the layer before read misses ahead: a
+    missing expert that the set `src` [k] names (as far row base + expert) at place j gets
+    row spec_first + j (device_step.ahead_rows), and the set goes into `named` [k]
+    (float32), all in the same kernel: a layer that reads ahead takes no more operations
+    than one that does not."""
     E = logits.shape[0]
     sel = torch.empty(k, dtype=torch.int64, device=logits.device)
     rows = torch.empty_like(sel)
-    _route[(1,)](logits, table, sel, rows, w, pack, E, K=k, KP=triton.next_power_of_2(k),
-                 BE=triton.next_power_of_2(E), NORMALISE=normalise)
+    src, first, base, named = spec if spec is not None else (sel, 0, 0, pack)
+    _route[(1,)](logits, table, sel, rows, w, pack, src, first, base, named, E, K=k,
+                 KP=triton.next_power_of_2(k), BE=triton.next_power_of_2(E),
+                 NORMALISE=normalise, SPEC=spec is not None)
     return sel, rows
 
 
@@ -129,12 +141,19 @@ if triton is not None:
                  mask=ranks < K)
 
     @triton.jit
-    def _route(logits, table, sel, rows, w, pack, E, K: tl.constexpr, KP: tl.constexpr,
-               BE: tl.constexpr, NORMALISE: tl.constexpr):
+    def _route(logits, table, sel, rows, w, pack, src, first, base, named, E,
+               K: tl.constexpr, KP: tl.constexpr, BE: tl.constexpr, NORMALISE: tl.constexpr,
+               SPEC: tl.constexpr):
         ranks = tl.arange(0, KP)
         live = ranks < K
         picked = _pick(logits, E, K, KP, BE)
         found = tl.load(table + picked, mask=live, other=-1)
+        if SPEC:  # [rank, place]: the first place of the set naming the rank's expert
+            s = tl.load(src + ranks, mask=live, other=-1)
+            tl.store(named + ranks, s.to(tl.float32), mask=live)
+            match = (picked[:, None] + base == s[None, :]) & live[None, :]
+            place = tl.min(tl.where(match, ranks[None, :], KP), axis=1)
+            found = tl.where((found < 0) & (place < KP), first + place, found)
         tl.store(sel + ranks, picked, mask=live)
         tl.store(rows + ranks, found, mask=live)
         tl.store(w + ranks, _weights_of(logits, picked, E, K, KP, BE, NORMALISE), mask=live)
