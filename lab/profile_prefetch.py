@@ -1,0 +1,55 @@
+"""Where stale prefetch's extra time goes on the GPU machine with the RAM store: for
+prefetch off and stale, in turn, on one model at the default arena, after a warm-up, the
+wall ms per token, torch.profiler's device busy time and device ops per token with its
+kernel table, and cProfile's host functions by own time.
+
+    python3 lab/profile_prefetch.py MODEL_FOLDER
+"""
+
+import cProfile
+import pstats
+import sys
+import time
+from dataclasses import replace
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from tuner.engine.step.decode import Engine
+from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.knobs import Config
+
+TOKENS = 16
+ckpt = Checkpoint(sys.argv[1])
+device = torch.device("cuda")
+base = replace(Config(), expert_store="ram")
+for prefetch in ("off", "stale", "off", "stale"):
+    engine = Engine(ckpt, replace(base, prefetch=prefetch), device)
+    pos = 0
+
+    def tokens(n):
+        global pos
+        for _ in range(n):
+            engine.step(1 + pos % 97, pos)
+            pos += 1
+        torch.cuda.synchronize()
+
+    tokens(48)
+    t0 = time.perf_counter()
+    tokens(32)
+    wall = 1000 * (time.perf_counter() - t0) / 32
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        tokens(TOKENS)
+    device_ops = [e for e in prof.key_averages() if e.device_type.name == "CUDA"]
+    busy = sum(e.self_device_time_total for e in device_ops) / TOKENS / 1000
+    ops = sum(e.count for e in device_ops) / TOKENS
+    print(f"\n== prefetch {prefetch}: wall {wall:.3f} ms/token, device busy {busy:.3f} "
+          f"ms/token, {ops:.1f} device ops/token")
+    print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=14,
+                                    max_name_column_width=50))
+    host = cProfile.Profile()
+    host.enable()
+    tokens(TOKENS)
+    host.disable()
+    pstats.Stats(host).sort_stats("tottime").print_stats(16)
+    engine.close()
