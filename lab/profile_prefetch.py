@@ -1,9 +1,10 @@
 """Where stale prefetch's extra time goes on the GPU machine with the RAM store: for
 prefetch off and stale, in turn, on one model at the default arena, after a warm-up, the
 wall ms per token, torch.profiler's device busy time and device ops per token with its
-kernel table, and cProfile's host functions by own time.
+kernel table, and cProfile's host functions by own time; with a folder, also each
+setting's timeline of its first profiled tokens (Chrome trace, prefetch-SETTING-N.json).
 
-    python3 lab/profile_prefetch.py MODEL_FOLDER
+    python3 lab/profile_prefetch.py MODEL_FOLDER [TRACE_FOLDER]
 """
 
 import cProfile
@@ -20,10 +21,12 @@ from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.knobs import Config
 
 TOKENS = 16
+TRACED = 3  # tokens in a timeline
+traces = sys.argv[2] if len(sys.argv) > 2 else None
 ckpt = Checkpoint(sys.argv[1])
 device = torch.device("cuda")
 base = replace(Config(), expert_store="ram")
-for prefetch in ("off", "stale", "off", "stale"):
+for n, prefetch in enumerate(("off", "stale", "off", "stale")):
     engine = Engine(ckpt, replace(base, prefetch=prefetch), device)
     pos = 0
 
@@ -52,4 +55,8 @@ for prefetch in ("off", "stale", "off", "stale"):
     tokens(TOKENS)
     host.disable()
     pstats.Stats(host).sort_stats("tottime").print_stats(16)
+    if traces:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            tokens(TRACED)
+        prof.export_chrome_trace(f"{traces}/prefetch-{prefetch}-{n}.json")
     engine.close()
