@@ -1,5 +1,5 @@
 """The model generator: routing that fails the way real MoE routing fails (DESIGN section
-6; the tiny recipe keeps the v2 structure and its ranges, checked here; the v4 demo model's
+6; the tiny recipe keeps the v2 structure and its ranges, checked here; the demo model's
 routing against public route logs is checked in tests/traces/test_demo_ranking.py and the
 docs' results page of the demo model has its figures), dtypes, names that say what the
 weights are, real-shape recipes, and bytes that do not depend on how many threads made
@@ -35,10 +35,10 @@ def test_tiny_models_routing_lands_in_the_ranges_of_real_logs(tiny_model):
 
 
 def test_names_carry_the_dtype_of_16_bit_models():
-    assert synth.DEFAULT.dtype == "bf16" and synth.DEFAULT.id == "strata-demo-16x64-v4-bf16"
+    assert synth.DEFAULT.dtype == "bf16" and synth.DEFAULT.id == "strata-demo-16x64-v5-bf16"
     assert synth.TINY.id == "strata-tiny-4x16-v2"  # float32 keeps the name it always had
     assert replace(synth.TINY, dtype="fp16").id == "strata-tiny-4x16-v2-fp16"
-    assert synth.default_model_path().name == "strata-demo-16x64-v4-bf16"
+    assert synth.default_model_path().name == "strata-demo-16x64-v5-bf16"
 
 
 @pytest.mark.parametrize("name, dims", [

@@ -6,7 +6,7 @@ the shipped ones, so a change to either is seen).
 
 Kendall's tau-b is taken size by size over the modes both measured (Mixtral's log has no
 lru+prev). What the demo reaches is asserted as it stands, so a demo model that ranks worse
-fails here; the results page of the v4 demo model says what it reaches, what it does not
+fails here; the results page of the v5 demo model says what it reaches, what it does not
 and why.
 """
 
@@ -56,18 +56,16 @@ def test_the_table_here_is_the_shipped_public_figures(public):
             for name, p in public.items()} == REAL
 
 
-# tau the demo's ranking reaches against each log at 15 / 25 / 50 % of the pairs. The target,
-# 0.8 everywhere, needs lru+oracle > opt > static > lru > static_half > 2q at every size
-# (the only order within 0.8 of all four logs): LRU between pinning from the whole trace and
-# from its first half, which on these logs differ by 0.2-0.7 pp (Qwen1.5) or with LRU
-# outside the gap (DeepSeek-V2-Lite above both, Mixtral at 15 and 25 %). v4 pins ahead of
-# LRU by the margins of the logs that pin ahead, as three of four do at 50 %, so it ranks as
-# the Qwen1.5 logs do and not as DeepSeek-V2-Lite does; reading two experts ahead of a top-6
-# routing wins back less than Belady's lead at 15 and 25 %.
-REACHED = {"Mixtral-8x7B decode": (0.8, 0.6, 0.85),
-           "DeepSeek-V2-Lite prefill": (0.5, 0.5, 0.6),
-           "Qwen1.5-MoE decode": (0.9, 0.9, 1.0),
-           "Qwen1.5-MoE prefill": (0.9, 0.9, 1.0)}
+# tau the demo's ranking reaches against each log at 15 / 25 / 50 % of the pairs: the
+# target, 0.8 everywhere, needs lru+oracle > opt > static > lru > static_half > 2q at every
+# size (the only order within 0.8 of all four logs): reading ahead above Belady (two of a
+# top-4 routing's experts read ahead win back more than Belady's lead over LRU; of a
+# top-6 routing, as v4's, less), and LRU between pinning from the whole trace and from its
+# first half (v5's experts lean by domain, so the halves differ by 1.6-2.8 pp).
+REACHED = {"Mixtral-8x7B decode": (0.8, 0.85, 1.0),
+           "DeepSeek-V2-Lite prefill": (0.8, 0.8, 0.8),
+           "Qwen1.5-MoE decode": (0.8, 0.8, 0.8),
+           "Qwen1.5-MoE prefill": (0.8, 0.8, 0.8)}
 
 
 @pytest.mark.parametrize("log", list(REAL))
@@ -76,15 +74,17 @@ def test_the_demos_ranking_agrees_with_real_logs(demo, public, log):
     assert all(t is not None and t >= floor for t, floor in zip(got, REACHED[log])), (log, got)
 
 
-def test_pinning_ahead_of_lru_by_the_margins_of_the_logs_that_pin_ahead(demo, public):
-    """Three of the four logs pin ahead of LRU at 15 and 50 % of the pairs, two at 25 %; the
-    demo pins ahead at every size, by a lead inside the range of theirs."""
-    leads = [[realism.lead(p, "static", "lru", i) for p in public.values()]
-             for i in range(len(SIZES))]
-    assert [sum(pp > 0 for pp in at) for at in leads] == [3, 2, 3]
-    for i, at in enumerate(leads):
-        ahead = [pp for pp in at if pp > 0]
-        assert min(ahead) <= realism.lead(demo, "static", "lru", i) <= max(ahead), SIZES[i]
+def test_lru_between_pinning_from_the_whole_trace_and_from_its_first_half(demo, public):
+    """What a tau of 0.8 against every log asks at every size: pinning the most-routed
+    pairs ahead of LRU, and LRU ahead of pinning from the first half. The logs that pin
+    ahead do so by 3.4-20 pp; the demo's lead is below theirs (0.3-0.9 pp), held under its
+    halves' gap: a lead the size of theirs would put LRU below both pinnings, the order of
+    no log but Qwen1.5's, as v4's 5.6-5.8 pp did."""
+    for i in range(len(SIZES)):
+        lead = realism.lead(demo, "static", "lru", i)
+        assert 0 < lead < realism.lead(demo, "static", "static_half", i), SIZES[i]
+        ahead = [pp for p in public.values() if (pp := realism.lead(p, "static", "lru", i)) > 0]
+        assert lead < min(ahead), SIZES[i]
 
 
 def test_every_shape_figure_inside_the_real_logs_range(demo, public):
@@ -96,13 +96,11 @@ def test_every_shape_figure_inside_the_real_logs_range(demo, public):
 def test_layers_as_real_logs_have_them(demo, public):
     """The first layer is the least local (its prev-token overlap below the average, as on
     every real log that has it), and per-layer cacheability goes with depth inside the
-    logs' range at 15 and 25 %; at 50 % the demo's 0.01 is below DeepSeek-V2-Lite's 0.05
-    (the target is not reached there), asserted as it stands."""
+    logs' range at every size."""
     measured = [p for p in public.values() if p.shape.get("prev_first_pct") is not None]
     assert len(measured) == 3 and all(p.shape["prev_first_pct"] < p.shape["prev_pct"]
                                       for p in measured)
     assert demo.shape["prev_first_pct"] < demo.shape["prev_pct"]
-    for i in range(2):
+    for i in range(len(SIZES)):
         seen = [p.depth_rho[i] for p in public.values() if p.depth_rho[i] is not None]
         assert min(seen) <= demo.depth_rho[i] <= max(seen), (SIZES[i], demo.depth_rho[i], seen)
-    assert demo.depth_rho[2] >= 0

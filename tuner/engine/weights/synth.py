@@ -36,8 +36,9 @@ The weights are random but structured so that routing fails the way a real MoE's
   and are the least local, as the first layer is in every real multi-layer log.
 
 The recipe's defaults are the v2 demo's structure, which the tiny, deep and real-shape
-recipes keep (their bytes do not change); the v3 and v4 demo models set the fields
-above.
+recipes keep (their bytes do not change); the v3, v4 and v5 demo models set the fields
+above, and v5 also gives each expert a lean by domain (`domain_affinity`), so the experts
+in favour drift with the conversation's domain.
 
 The files are a Hugging Face checkpoint (Qwen3-MoE for the demo model; the real-shape
 recipes use their model's own architecture where the engine has it): config.json, one
