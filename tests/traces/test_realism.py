@@ -157,8 +157,9 @@ def test_one_layer_reads_nothing_ahead_and_a_short_trace_is_warned_of(capsys):
     notes = realism.report([mine], model, realism.public_logs())["notes"]
     assert notes == [
         f"warning: one.npz has 200 tokens; below {realism.SETTLED_TOKENS:,}, prefixes of the "
-        "demo model's own recording give verdicts its whole recording does not, so these may "
-        "be noise: record or import more tokens",
+        "demo model's own recording give verdicts its whole recording does not (pinning from "
+        "the first half most of all: its routing drifts), so these may not hold over a longer "
+        "run: record or import more tokens",
         "one.npz has one layer: nothing is read ahead of layer 0, so the read-ahead modes "
         "(lru+prev, lru+oracle) are not measured and their verdicts not given"]
 
