@@ -77,14 +77,12 @@ def test_the_demos_ranking_agrees_with_real_logs(demo, public, log):
 def test_lru_between_pinning_from_the_whole_trace_and_from_its_first_half(demo, public):
     """What a tau of 0.8 against every log asks at every size: pinning the most-routed
     pairs ahead of LRU, and LRU ahead of pinning from the first half. The logs that pin
-    ahead do so by 3.4-20 pp; the demo's lead is below theirs (0.3-0.9 pp), held under its
-    halves' gap: a lead the size of theirs would put LRU below both pinnings, the order of
-    no log but Qwen1.5's, as v4's 5.6-5.8 pp did."""
+    ahead do so by 3.4-20 pp; the demo's lead (0.3-0.9 pp) stays under its halves' gap
+    (1.6-2.8 pp): on this family of routings a lead the size of the logs' put LRU below
+    both pinnings, the Qwen1.5 logs' order, as v4's 5.6-5.8 pp did (the v5 results page)."""
     for i in range(len(SIZES)):
         lead = realism.lead(demo, "static", "lru", i)
         assert 0 < lead < realism.lead(demo, "static", "static_half", i), SIZES[i]
-        ahead = [pp for p in public.values() if (pp := realism.lead(p, "static", "lru", i)) > 0]
-        assert lead < min(ahead), SIZES[i]
 
 
 def test_every_shape_figure_inside_the_real_logs_range(demo, public):
