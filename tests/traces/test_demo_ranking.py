@@ -74,7 +74,7 @@ def test_the_demos_ranking_agrees_with_real_logs(demo, public, log):
     assert all(t is not None and t >= floor for t, floor in zip(got, REACHED[log])), (log, got)
 
 
-def test_lru_between_pinning_from_the_whole_trace_and_from_its_first_half(demo, public):
+def test_lru_between_pinning_from_the_whole_trace_and_from_its_first_half(demo):
     """What a tau of 0.8 against every log asks at every size: pinning the most-routed
     pairs ahead of LRU, and LRU ahead of pinning from the first half. The logs that pin
     ahead do so by 3.4-20 pp; the demo's lead (0.3-0.9 pp) stays under its halves' gap
