@@ -12,30 +12,24 @@ Ways, each one token of a layer (8 experts), outputs [8, D]:
 Prints the host's CPU flags that matter, then ms per layer of each way against the floor
 (8 experts' bytes at the read rate of a plain copy).
 
-    python3 lab/cpu_kernels.py [threads]
+    PYTHONPATH=. python3 lab/cpu_kernels.py [threads]
 """
 
 import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.nn.functional as F
 
+from lab.cpu_layer import E, I, K, Layer
 from tuner.engine.weights.model import experts_out
 
-D, I, E, K = 2048, 1024, 64, 8
-threads = int(sys.argv[1]) if len(sys.argv) > 1 else torch.get_num_threads()
-torch.set_num_threads(threads)
+layer = Layer()
+threads, gate_up, down = layer.threads, layer.gate_up, layer.down
+x = layer.x.to(torch.bfloat16)
 flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
 print("cpu:", [f for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx_ne_convert")
                if f in flags], torch.backends.cpu.get_cpu_capability())
-g = torch.Generator().manual_seed(0)
-gate_up = (torch.randn(E, 2 * I, D, generator=g) * 0.02).to(torch.bfloat16)
-down = (torch.randn(E, D, I, generator=g) * 0.02).to(torch.bfloat16)
-x = torch.randn(D, generator=g).to(torch.bfloat16)
-expert_bytes = (gate_up[0].numel() + down[0].numel()) * 2
 
 
 class Rows:  # the engine's Weights for one expert: matrices(dtype) -> ([1, 2I, D], [1, D, I])
@@ -90,23 +84,7 @@ def experts(sel):
     return torch.stack(list(pool.map(one, sel)))
 
 
-def timed(fn, reps=24):
-    sels = [torch.randperm(E, generator=g)[:K].tolist() for _ in range(reps)]
-    fn(sels[0])
-    t0 = time.perf_counter()
-    for sel in sels:
-        fn(sel)
-    return 1000 * (time.perf_counter() - t0) / reps
-
-
-src = torch.empty(1 << 30, dtype=torch.uint8).fill_(1)
-dst = torch.empty_like(src)
-dst.copy_(src)
-t0 = time.perf_counter()
-for _ in range(4):
-    dst.copy_(src)
-read_gbps = 4 * src.numel() / (time.perf_counter() - t0) / 1e9
-floor = 1000 * K * expert_bytes / (read_gbps * 1e9)
+read_gbps, floor = layer.floor()
 print(f"threads {threads}, copy reads {read_gbps:.1f} GB/s, floor {floor:.3f} ms/layer")
 ref = engine(list(range(K))).float()
 ways = [("engine", engine), ("mv", mv), ("mm", mm), ("experts", experts)]
@@ -116,6 +94,7 @@ except RuntimeError as e:
     print("packed: not on this CPU:", str(e).splitlines()[0])
 for name, fn in ways:
     err = ((fn(list(range(K))).float() - ref).norm() / ref.norm()).item()
-    ms = timed(fn)
-    print(f"{name:>8}: {ms:.3f} ms/layer = {ms / floor:.2f} x floor, {K * expert_bytes / ms / 1e6:.1f}"
-          f" GB/s; 16 layers {16 * ms:.1f} ms/token; error against engine {err:.1e}")
+    ms = layer.ms(fn)
+    print(f"{name:>8}: {ms:.3f} ms/layer = {ms / floor:.2f} x floor, "
+          f"{K * layer.expert_bytes / ms / 1e6:.1f} GB/s; 16 layers {16 * ms:.1f} ms/token; "
+          f"error against engine {err:.1e}")

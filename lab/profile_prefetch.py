@@ -26,23 +26,24 @@ traces = sys.argv[2] if len(sys.argv) > 2 else None
 ckpt = Checkpoint(sys.argv[1])
 device = torch.device("cuda")
 base = replace(Config(), expert_store="ram")
+
+
+def tokens(engine: Engine, start: int, count: int) -> int:
+    """`count` tokens from position `start`, the device done with them; the next position."""
+    for pos in range(start, start + count):
+        engine.step(1 + pos % 97, pos)
+    torch.cuda.synchronize()
+    return start + count
+
+
 for n, prefetch in enumerate(("off", "stale", "off", "stale")):
     engine = Engine(ckpt, replace(base, prefetch=prefetch), device)
-    pos = 0
-
-    def tokens(n):
-        global pos
-        for _ in range(n):
-            engine.step(1 + pos % 97, pos)
-            pos += 1
-        torch.cuda.synchronize()
-
-    tokens(48)
+    pos = tokens(engine, 0, 48)
     t0 = time.perf_counter()
-    tokens(32)
+    pos = tokens(engine, pos, 32)
     wall = 1000 * (time.perf_counter() - t0) / 32
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        tokens(TOKENS)
+        pos = tokens(engine, pos, TOKENS)
     device_ops = [e for e in prof.key_averages() if e.device_type.name == "CUDA"]
     busy = sum(e.self_device_time_total for e in device_ops) / TOKENS / 1000
     ops = sum(e.count for e in device_ops) / TOKENS
@@ -52,11 +53,11 @@ for n, prefetch in enumerate(("off", "stale", "off", "stale")):
                                     max_name_column_width=50))
     host = cProfile.Profile()
     host.enable()
-    tokens(TOKENS)
+    pos = tokens(engine, pos, TOKENS)
     host.disable()
     pstats.Stats(host).sort_stats("tottime").print_stats(16)
     if traces:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            tokens(TRACED)
+            tokens(engine, pos, TRACED)
         prof.export_chrome_trace(f"{traces}/prefetch-{prefetch}-{n}.json")
     engine.close()

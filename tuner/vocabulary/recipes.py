@@ -206,7 +206,9 @@ def like(trace: Trace, hidden_size: int, expert_width: int) -> Recipe:
     L, E, K = trace.layers, trace.num_experts, trace.top_k
     room = hidden_size - 1  # directions besides mu, for the topics and then the domains
     topics = min(DEFAULT.topics, max(1, room - DEFAULT.domains))
-    return replace(DEFAULT, name=f"strata-like-{L}x{E}-top{K}-{hidden_size}x{expert_width}-v5",
+    version = DEFAULT.name.rsplit("-", 1)[1]  # the demo's: a new demo makes them anew
+    name = f"strata-like-{L}x{E}-top{K}-{hidden_size}x{expert_width}-{version}"
+    return replace(DEFAULT, name=name,
                    num_layers=L, num_experts=E, top_k=K, hidden_size=hidden_size,
                    expert_width=expert_width, topics=topics,
                    domains=min(DEFAULT.domains, room - topics))
