@@ -102,7 +102,8 @@ class Mirror:
         self.stream = torch.cuda.current_stream(device) if self.cuda else None  # compute
         self.dev = host.to(device) if self.cuda else host
         self.shadow = torch.empty_like(host, pin_memory=True) if self.cuda else None
-        self._copied: torch.cuda.Event | None = None
+        # the last copy's event, recorded again by each (making one costs the host more)
+        self._copied = torch.cuda.Event() if self.cuda else None
         self._dirty = False
 
     def set(self, key: Key, value) -> None:
@@ -114,12 +115,10 @@ class Mirror:
     def sync(self) -> None:
         if not (self.cuda and self._dirty):
             return
-        if self._copied is not None:
-            self._copied.synchronize()  # long done: the host has waited on later work since
-        assert self.shadow is not None  # made on CUDA
+        assert self.shadow is not None and self._copied is not None  # made on CUDA
+        self._copied.synchronize()  # long done: the host has waited on later work since
         self.shadow.copy_(self.host)
         self.dev.copy_(self.shadow, non_blocking=True)
-        self._copied = torch.cuda.Event()
         self._copied.record(self.stream)
         self._dirty = False
 
@@ -178,7 +177,9 @@ class Arena:
         self.mask_host = self.residency.host
         self.table = Mirror(torch.full((L, E), -1, dtype=torch.int64), device)
         self.slots.on_resident, self.slots.on_leave = _hooks(self.residency, self.table)
-        self.used: torch.cuda.Event | None = None  # the compute stream's last read of any row
+        # the compute stream's last read of any row, recorded again by each (waiting for it
+        # before its first record waits for nothing)
+        self.used = torch.cuda.Event() if self.cuda else None
         self.rows: list[memoryview] | None = None
         if self.cuda:
             self.copy_stream = torch.cuda.Stream(device)
@@ -232,8 +233,7 @@ class Arena:
 
     def mark_used(self) -> None:
         """The compute stream has queued reads of rows: uploads into rows wait for them."""
-        if self.cuda:
-            self.used = torch.cuda.Event()
+        if self.used is not None:
             self.used.record(self.compute)
 
     # -- bytes in ------------------------------------------------------------------------
@@ -285,8 +285,7 @@ class Arena:
         (fetch, its place in the fix's batch) kept from the bytes the fix landed, on the
         compute stream, and entered into the table; their entries are free once the fix
         and these copies are done."""
-        for f, j in staged:
-            self.adopt(f, j)
+        self.adopt(staged)
         assert self.ring is not None  # staged on CUDA from the disk store
         done = torch.cuda.Event()
         done.record(self.compute)
@@ -301,17 +300,24 @@ class Arena:
                 self.compute.wait_event(event)
         self.publish(fetches)
 
-    def adopt(self, fetch: Fetch, rank: int) -> None:
-        """Keeps a miss its layer read in place (`direct`, or its fix from the staging
-        ring): on CUDA the bytes the kernels landed for rank `rank`, copied into its row on
-        the compute stream (after the layer that landed them, before any later reader of
-        the row); on the CPU the host copy's row. Then entered into the table."""
+    def adopt(self, kept: list[tuple[Fetch, int]]) -> None:
+        """Keeps misses their layer read in place (`direct`, or its fix from the staging
+        ring), each (fetch, its rank in the layer's batch): on CUDA the bytes the kernels
+        landed for that rank, copied into its row on the compute stream (after the layer
+        that landed them, before any later reader of the row), all in one launch: a launch
+        a miss cost the host more than the copies cost the device; on the CPU the host
+        copy's row. Then entered into the table."""
+        fetches = [f for f, _ in kept]
         if self.experts.landing is None:
-            self.upload([fetch])
-        else:
-            self.mem[fetch.row].copy_(self.experts.landed(fetch.key[0], rank))
-            fetch.uploaded = True
-        self.publish_row(fetch.key, fetch.row)
+            self.upload(fetches)
+        elif fetches:
+            landed = self.experts.landed
+            torch._foreach_copy_([self.mem[f.row] for f in fetches],
+                                 [landed(f.key[0], rank) for f, rank in kept])
+            for f in fetches:
+                f.uploaded = True
+        for f in fetches:
+            self.publish_row(f.key, f.row)
 
     def upload_arrived(self, fetches: list[Fetch]) -> None:
         """Uploads those of `fetches` whose reads have completed (speculation that arrived

@@ -180,17 +180,19 @@ class DeviceFirst:
         its row's new bytes are queued after the body, so it read the old ones, but landed
         none) is copied in as on any path."""
         eng = self.engine
-        add, rest, spec_lo = eng.counters.add, [], eng.arena.experts.spec_lo
+        add, spec_lo = eng.counters.add, eng.arena.experts.spec_lo
+        rest, kept = [], []
         for f in waited:
             j = rows.index(f.row)
             rank = j if ranks is None else ranks[j]
             if 0 <= found[rank] < spec_lo:
                 rest.append(f)
                 continue
-            eng.arena.adopt(f, rank)
+            kept.append((f, rank))
             if found[rank] < 0:  # read over the link now; read-ahead bytes counted at issue
                 add(layer, C.bytes_demand, f.read.bytes_read)
                 add(layer, C.bytes_direct, f.read.bytes_read)
+        eng.arena.adopt(kept)
         if rest:
             eng.arena.mark_used()  # their copies wait for the bodies queued so far
         eng.work.land(layer, timely, rest)

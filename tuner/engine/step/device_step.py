@@ -175,17 +175,8 @@ class DeviceStep:
         self.ahead_ids = torch.full((K,), -1, dtype=torch.int64, device=dev)
         self.ahead_src = torch.full((SPEC_SETS, K), -1, dtype=torch.int64, device=dev)
         self.routed = torch.zeros(L, dtype=torch.bool, device=dev)
-        # on CUDA a set's copy is a graph of its own on a stream of its own, so no body
-        # waits for it but the one that reads the set: the host queues it after the body
-        # that chose it (`run`); it waits for that body's `chosen` event, and the reading
-        # body waits for its `copied` event just before its experts. External events:
-        # they order one graph's work with another's.
+        # the stream a body copies its read-ahead set on (_copy_set)
         self.ahead_stream = torch.cuda.Stream(dev) if self.cuda else None
-        self._chosen = [torch.cuda.Event(external=True) for _ in range(SPEC_SETS)] \
-            if self.cuda else []
-        self._copied = [torch.cuda.Event(external=True) for _ in range(SPEC_SETS)] \
-            if self.cuda else []
-        self._copies: dict[int, torch.cuda.CUDAGraph] = {}  # by set
         self._fixes: dict[int, torch.cuda.CUDAGraph] = {}  # by layer
         self.captured = 0  # graphs captured so far
 
@@ -212,8 +203,6 @@ class DeviceStep:
                 self._body_graph(layer, span)
             if fixes:
                 self._fix_graph(layer)
-            if self._reads_ahead(layer):
-                self._copy_graph((layer + 1) % SPEC_SETS)
             if layer + 1 == self.L and self._head is None:
                 self._head = self._capture(self._logits)
             if self.captured != before:
@@ -250,8 +239,6 @@ class DeviceStep:
             self.spans[layer] = [start, time.perf_counter()]
             return
         self._body_graph(layer, span).replay()
-        if self._reads_ahead(layer):
-            self._copy_ahead(layer + 1)
         done = self.done[layer]
         done.record(self.stream)
         self.spans[layer] = [self._last, done]
@@ -311,7 +298,6 @@ class DeviceStep:
         """Every layer and the logits captured as one CUDA graph at the current position:
         what the same kernels cost with no launch between layers (the bench's floor)."""
         span = self.dec.span(self.pos)
-        assert not self._reads_ahead(0)  # read-ahead's copies are queued by the host (run)
 
         def token() -> None:
             for layer in range(self.L):
@@ -325,6 +311,9 @@ class DeviceStep:
         """One layer; `span`: the attention span where shapes are fixed (the position is on
         the device then)."""
         dec, route, K = self.dec, self.route, self.K
+        a = route.ahead if self.experts.speculates else None
+        ahead = a is not None
+        side = self._copy_set(l) if ahead and l > 0 else None
         h = dec.embed.index_select(0, self.tokpos[:1])[0] if l == 0 else self.h[l]
         if self.branchless:
             h = dec.attend_one(l, h, self.tokpos[1:], span, out=self.hatt[l])
@@ -348,8 +337,6 @@ class DeviceStep:
             assert self.mask is not None  # a route that reads residency is given the mask
             mask = self.mask[l]
         w, norm = self.w[l], dec.cfg.norm_topk_prob
-        a = route.ahead if self.experts.speculates else None
-        ahead = a is not None
         # a miss the layer before read ahead is found in its speculation row (ahead_rows;
         # the bytes read ahead for a layer's first run go uncounted where it runs again:
         # the host reads the pack of its last); the pack names the set (layer 0's: none,
@@ -381,8 +368,8 @@ class DeviceStep:
         if ahead and l + 1 < self.L:
             assert probes is not None  # the engine packs probes whenever it reads ahead
             self._choose_ahead(l + 1, probes[E:])
-        if ahead and l > 0 and self.cuda:  # the copy into this layer's speculation rows
-            torch.cuda.current_stream().wait_event(self._copied[l % SPEC_SETS])
+        if side is not None:  # the experts read the copy's rows
+            torch.cuda.current_stream().wait_stream(side)
         if far_rows is not None:  # a missing expert is read where it is
             y = self.experts.mix(x, w, rows, far_rows, l)
         elif self.branchless:  # a missing expert computes row 0; the host fixes the layer
@@ -396,8 +383,8 @@ class DeviceStep:
     def _choose_ahead(self, nxt: int, scores: torch.Tensor) -> None:
         """Chooses layer `nxt`'s predicted misses, in rank order, at most `limit`, into its
         set (`scores` [E]: its router on this layer's input): the plain stale gate in one
-        kernel (a moce pick routes first). On the CPU they are read now; on CUDA the
-        `chosen` event marks them for the host's copy (`_copy_ahead`)."""
+        kernel (a moce pick routes first). On the CPU they are read now; on CUDA layer
+        `nxt`'s body copies them at its start."""
         a, K, E = self.route.ahead, self.K, self.E
         assert a is not None  # the body reads ahead only with Ahead
         pred, ok = None, None
@@ -413,34 +400,22 @@ class DeviceStep:
         else:
             ids.copy_(choose(scores, pred, ok, self.table[nxt], K, a.limit, a.drop_cold))
             src.copy_(torch.where(ids >= 0, ids + nxt * E, -1))
-        if self.cuda:
-            self._chosen[nxt % SPEC_SETS].record()
-        else:
+        if not self.cuda:  # on CUDA the body that reads the set copies it
             self.experts.speculate(nxt, src)
 
-    def _reads_ahead(self, layer: int) -> bool:
-        """Whether layer `layer`'s body chooses the next layer's read-ahead on CUDA."""
-        return self.cuda and self.route.ahead is not None and self.experts.speculates \
-            and layer + 1 < self.L
-
-    def _copy_ahead(self, nxt: int) -> None:
-        """Queues the copy of layer `nxt`'s chosen set on the read-ahead stream: after the
-        body that chose it, beside the bodies that follow, before the body that reads it
-        (one replay: the graph waits and signals through the events itself)."""
-        with torch.cuda.stream(self.ahead_stream):
-            self._copy_graph(nxt % SPEC_SETS).replay()
-
-    def _copy_graph(self, sets: int) -> torch.cuda.CUDAGraph:
-        graph = self._copies.get(sets)
-        if graph is None:  # its eager runs copy what the set names now: the same bytes
-
-            def copy() -> None:
-                torch.cuda.current_stream().wait_event(self._chosen[sets])
-                self.experts.speculate(sets, self.ahead_src[sets])
-                self._copied[sets].record()
-
-            graph = self._copies[sets] = self._capture(copy)
-        return graph
+    def _copy_set(self, l: int) -> torch.cuda.Stream | None:
+        """On CUDA, forks the copy of layer l's read-ahead set (chosen by the body before,
+        which ran before this one on the stream) onto the read-ahead stream, where it runs
+        beside this body's attention and routing, while the link carries nothing else;
+        the body's experts join it (the stream returned). On the CPU the set was read when
+        it was chosen."""
+        side = self.ahead_stream
+        if side is None:
+            return None
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self.experts.speculate(l, self.ahead_src[l % SPEC_SETS])
+        return side
 
     def _logits(self) -> None:
         self.out.copy_(self.dec.logits(self.h[self.L]))

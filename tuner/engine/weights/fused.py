@@ -42,8 +42,8 @@ except ImportError:  # pragma: no cover - depends on the install
 
 COPY_BLOCK = 4096  # elements a program of `copy_rows` copies a step
 # programs a row of `copy_rows`, each striding over the row: few enough that the whole
-# grid fits on the device at once beside the layer's expert kernels, where one program a
-# block (768 for a 12.6 MB expert) queued them behind its programs
+# grid fits on the device at once beside the reading layer's attention and routing, where
+# one program a block (768 for a 12.6 MB expert) queued them behind its programs
 COPY_PROGRAMS = 8
 SUM_BLOCK = 1024  # outputs a program of `_sum` adds up
 
