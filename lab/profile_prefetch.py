@@ -1,13 +1,16 @@
-"""Where stale prefetch's extra time goes on the GPU machine with the RAM store: for
+"""Where stale prefetch's extra time goes on the GPU machine with the RAM store (or the
+store `STORE` names: disk reads through KvikIO, the host issuing the reads ahead): for
 prefetch off and stale, in turn, on one model at the default arena, after a warm-up, the
 wall ms per token, torch.profiler's device busy time and device ops per token with its
-kernel table, and cProfile's host functions by own time; with a folder, also each
-setting's timeline of its first profiled tokens (Chrome trace, prefetch-SETTING-N.json).
+kernel table, and cProfile's host functions by own time and the engine's by cumulative
+time; with a folder, also each setting's timeline of its first profiled tokens (Chrome
+trace, prefetch-SETTING-N.json).
 
-    python3 lab/profile_prefetch.py MODEL_FOLDER [TRACE_FOLDER]
+    [STORE=disk] python3 lab/profile_prefetch.py MODEL_FOLDER [TRACE_FOLDER]
 """
 
 import cProfile
+import os
 import pstats
 import sys
 import time
@@ -25,7 +28,7 @@ TRACED = 3  # tokens in a timeline
 traces = sys.argv[2] if len(sys.argv) > 2 else None
 ckpt = Checkpoint(sys.argv[1])
 device = torch.device("cuda")
-base = replace(Config(), expert_store="ram")
+base = replace(Config(), expert_store=os.environ.get("STORE", "ram"))
 
 
 def tokens(engine: Engine, start: int, count: int) -> int:
@@ -56,6 +59,7 @@ for n, prefetch in enumerate(("off", "stale", "off", "stale")):
     pos = tokens(engine, pos, TOKENS)
     host.disable()
     pstats.Stats(host).sort_stats("tottime").print_stats(16)
+    pstats.Stats(host).sort_stats("cumulative").print_stats(r"tuner/", 24)
     if traces:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             tokens(engine, pos, TRACED)

@@ -18,7 +18,11 @@ from tuner.engine.step.decode import Engine
 from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.vocabulary.counters import C
 
-ROUNDS = 5  # interleaved rounds; the paired ratios' median shrugs off a busy moment
+ROUNDS = 5  # stretches of the text the turns measure, after the one that warms
+# tokens a turn: short turns, each pair's order the other way round from the last's, so a
+# busy spell of a shared host (runs minutes apart on an H200 host swung by 40 %) lands on
+# both sides of a pair, and the median of many pairs shrugs it off
+TURN = 16
 STORES = ("ram", "disk")
 FIGURES = (C.stall_ms, C.bytes_demand, C.bytes_spec, C.bytes_direct, C.pf_issued, C.pf_timely,
            C.pf_late, C.sync_misses)
@@ -26,22 +30,23 @@ FIGURES = (C.stall_ms, C.bytes_demand, C.bytes_spec, C.bytes_direct, C.pf_issued
 
 def measure(cfg: Config, tokens: int, opts: Options) -> dict:
     """For each expert store: two engines at the current settings, one with prefetch off
-    and one with the stale gate, decode the same text in turns of `tokens` tokens (off,
-    stale, off, stale, ...) after a turn that warms both; the text is the session's
-    workload as the model samples it, so the arena meets the misses a session meets. The
-    ratio is the median of each turn's stale / off; stall and bytes per token say where
-    the difference goes, and `bytes_ratio` (expert bytes moved per token, stale / off) is
-    what it costs where the misses' bytes set the pace: a ratio above it is time the
-    bytes do not explain. `same_output` says whether each turn's last logits were the same
-    bits with and without speculation, as they must be (it changes what is where, never
-    what is computed)."""
+    and one with the stale gate, decode the same text after a stretch of `tokens` tokens
+    that warms both, in short turns that alternate (off then stale, stale then off, ...);
+    the text is the session's workload as the model samples it, so the arena meets the
+    misses a session meets. The ratio is the median of each turn's stale / off; stall and
+    bytes per token say where the difference goes, and `bytes_ratio` (expert bytes moved
+    per token, stale / off) is what it costs where the misses' bytes set the pace: a ratio
+    above it is time the bytes do not explain. `same_output` says whether each turn's last
+    logits were the same bits with and without speculation, as they must be (it changes
+    what is where, never what is computed)."""
     ckpt = Checkpoint(model_folder(cfg))
     device = pick_device(cfg.device)
     cfg = replace(cfg, cpu_pool=False)
     text = _text(replace(cfg, prefetch="off", expert_store="disk"), (ROUNDS + 1) * tokens)
+    turn = min(TURN, tokens)
     return {"stores": {store: _pair(ckpt, replace(cfg, expert_store=store), device, text,
-                                    tokens) for store in STORES},
-            "tokens": tokens, "rounds": ROUNDS}
+                                    tokens, turn) for store in STORES},
+            "tokens": tokens, "turn_tokens": turn, "turns": ROUNDS * tokens // turn}
 
 
 def _text(cfg: Config, n: int) -> list[int]:
@@ -56,30 +61,29 @@ def _text(cfg: Config, n: int) -> list[int]:
     return list(session.output_ids)[:n]
 
 
-def _pair(ckpt: Checkpoint, cfg: Config, device: torch.device, text: list[int], n: int
-          ) -> dict:
+def _pair(ckpt: Checkpoint, cfg: Config, device: torch.device, text: list[int], warm: int,
+          turn: int) -> dict:
     engines = {pf: Engine(ckpt, replace(cfg, prefetch=pf), device) for pf in ("off", "stale")}
     context = cfg.context
+    runs: dict[str, list[float]] = {pf: [] for pf in engines}
     try:
-        runs: dict[str, list[float]] = {pf: [] for pf in engines}
-        before, same = {}, True
-        for start in range(0, len(text), n):
-            turn = text[start:start + n]
-            last = {}
-            for pf, engine in engines.items():
-                ms, last[pf] = _decode(engine, turn, start, context)
-                if start:
-                    runs[pf].append(ms)
+        same = True
+        for engine in engines.values():  # the warm stretch, counted apart
+            _decode(engine, text[:warm], 0, context)
+        before = {pf: e.counters.cur.copy() for pf, e in engines.items()}
+        for i, start in enumerate(range(warm, len(text), turn)):
+            ids, last = text[start:start + turn], {}
+            for pf in ("off", "stale") if i % 2 == 0 else ("stale", "off"):
+                ms, last[pf] = _decode(engines[pf], ids, start, context)
+                runs[pf].append(ms)
             same = same and torch.equal(last["off"], last["stale"])
-            if not start:  # counted from here: the first turn warmed the arenas
-                before = {pf: e.counters.cur.copy() for pf, e in engines.items()}
         # the turns' counts (a token's step leaves them in `cur`; closing folds them)
         counts = {pf: (e.counters.cur - before[pf]).sum(axis=0) for pf, e in engines.items()}
     finally:
         for engine in engines.values():
             engine.close()
     off, stale = (statistics.median(runs[pf]) for pf in ("off", "stale"))
-    per_token = {pf: _per_token(c, len(text) - n) for pf, c in counts.items()}
+    per_token = {pf: _per_token(c, len(text) - warm) for pf, c in counts.items()}
     moved = {pf: f[C.bytes_demand.name] + f[C.bytes_spec.name] for pf, f in per_token.items()}
     return {"none_ms_per_token": round(off, 3), "stale_ms_per_token": round(stale, 3),
             "ratio": round(statistics.median(s / o for s, o in zip(runs["stale"], runs["off"])),
