@@ -59,6 +59,9 @@ def test_prefetch_prices_the_stale_gate_against_none_with_each_store(bench):
         moved = [f["bytes_demand"] + f["bytes_spec"] for f in (stale, off)]
         assert store["bytes_ratio"] == pytest.approx(moved[0] / moved[1], abs=1e-3)
         assert store["same_output"] is True  # speculation never changes what is computed
+        q1, q3 = store["ratio_quartiles"]  # the median of the pairs lies between
+        assert q1 <= store["ratio"] <= q3
+        assert len(store["none_runs"]) == len(store["stale_runs"]) == r["turns"]
     # the RAM store on the CPU reads misses in place: the bodies read ahead, none is late
     assert r["stores"]["ram"]["per_token"]["stale"]["pf_late"] == 0
 
