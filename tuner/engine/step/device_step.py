@@ -101,8 +101,9 @@ class Pack:
     """A layer's pack as the host reads it."""
 
     def __init__(self, row: np.ndarray, K: int, E: int, layer: int, last: bool, route: Route):
-        self.sel = row[:K].astype(np.int64).tolist()  # expert ids, rank order
-        self.rows = row[K:2 * K].astype(np.int64).tolist()  # arena rows; -1 not found
+        ids = row[:2 * K].astype(np.int64).tolist()
+        self.sel = ids[:K]  # expert ids, rank order
+        self.rows = ids[K:]  # arena rows; -1 not found
         self.ctrl = row[2 * K:2 * K + E] if route.probes else None  # this router on x [E]
         self.stale_next = None if last or not route.probes else \
             row[2 * K + E:2 * K + 2 * E].copy()  # layer l+1's router on x [E]
@@ -374,7 +375,7 @@ class DeviceStep:
             y = self.experts.mix(x, w, rows, far_rows, l)
         elif self.branchless:  # a missing expert computes row 0; the host fixes the layer
             y = self.experts.mix(x, w, rows.clamp(min=0))
-        elif bool((rows < 0).any()):
+        elif (self._pack_np[l, K:2 * K] < 0).any():  # on the CPU the pack is host memory
             return
         else:
             y = self.experts.mix(x, w, rows)

@@ -51,7 +51,8 @@ class Speculator:
         """Uploads layer `layer`'s speculation whose reads are complete (a reader with no
         threads of its own first ends and starts reads: once a layer is enough)."""
         self.arena.pool.poll()
-        self.arena.upload_arrived(self.pending[layer])
+        if self.pending[layer]:
+            self.arena.upload_arrived(self.pending[layer])
 
     def retire(self, layer: int) -> None:
         """Unclaimed speculation for this layer: queued pieces cancelled, slot to limbo."""
@@ -64,6 +65,8 @@ class Speculator:
 
     def release_limbo(self, layer: int) -> None:
         """Releases the previous generation of limbo, then rotates (after_layer)."""
+        if not (self.limbo_old or self.limbo_new):  # nothing to release or rotate
+            return
         add, pool = self.counters.add, self.arena.pool
         for fetch in self.limbo_old:
             add(layer, C.stall_ms, 1000 * pool.wait(fetch.read))
