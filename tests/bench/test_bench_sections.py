@@ -26,6 +26,8 @@ def bench(tiny_model, tmp_path_factory):
 def test_machinery_runs_every_lookup_as_a_hit(bench):
     r = bench["machinery"]
     assert r["hit_rate"] == 100.0 and r["ratio"] > 0
+    q1, q3 = r["ratio_quartiles"]  # the median of the pairs lies between
+    assert q1 <= r["ratio"] <= q3
 
 
 def test_limit_is_the_sum_of_its_measured_pieces(bench):

@@ -71,9 +71,12 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
     finally:
         engine.close()
     a, r = statistics.median(arena_ms), statistics.median(resident_ms)
-    paired = statistics.median(x / y for x, y in zip(arena_ms, resident_ms))
+    pairs = [x / y for x, y in zip(arena_ms, resident_ms)]
+    q1, _, q3 = statistics.quantiles(pairs, n=4)
     return {"arena_ms_per_token": round(a, 3), "resident_ms_per_token": round(r, 3),
-            "ratio": round(paired, 4), "ratio_of_medians": ratio(a, r),
+            "ratio": round(statistics.median(pairs), 4),
+            "ratio_quartiles": [round(q1, 4), round(q3, 4)],  # the pairs' spread
+            "ratio_of_medians": ratio(a, r),
             "hit_rate": round(100 * hits / lookups, 2),
             "tokens": tokens, "rounds": ROUNDS,
             "arena_runs": [round(x, 3) for x in arena_ms],
@@ -83,4 +86,5 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
 def text(r: dict) -> str:
     return (f"(b) machinery: arena, every lookup a hit ({r['hit_rate']} %), "
             f"{r['arena_ms_per_token']} ms/token / fully resident "
-            f"{r['resident_ms_per_token']} ms/token = {r['ratio']}")
+            f"{r['resident_ms_per_token']} ms/token = {r['ratio']} (pairs' quartiles "
+            f"{'-'.join(map(str, r['ratio_quartiles']))})")
