@@ -304,9 +304,10 @@ class Arena:
         """Keeps misses their layer read in place (`direct`, or its fix from the staging
         ring), each (fetch, its rank in the layer's batch): on CUDA the bytes the kernels
         landed for that rank, copied into its row on the compute stream (after the layer
-        that landed them, before any later reader of the row), all in one launch: a launch
-        a miss cost the host more than the copies cost the device; on the CPU the host
-        copy's row. Then entered into the table."""
+        that landed them, before any later reader of the row), all in one call of torch's
+        multi-tensor copy (one kernel for the demo's rows, a few for OLMoE's): a copy a
+        miss cost the host more than the copies cost the device; on the CPU the host copy's
+        row. Then entered into the table."""
         fetches = [f for f, _ in kept]
         if self.experts.landing is None:
             self.upload(fetches)

@@ -18,7 +18,9 @@ from tuner.engine.weights.model import Weights, experts_out
 # sets of landing rows, used by layer in turn: a layer's set is read by the host after the
 # layer, so it must outlive the bodies queued ahead of the host (LANDING_SETS - 1 layers)
 LANDING_SETS = 3
-# sets of speculation rows: layer l's body reads its set while it fills layer l+1's
+# sets of speculation rows, by layer in turn: layer l's body reads its set while it chooses
+# layer l+1's (on the CPU it copies them as it chooses; on CUDA body l+1 copies them at its
+# start)
 SPEC_SETS = 2
 
 
@@ -37,8 +39,8 @@ class Experts:
         host memory (page-locked on CUDA), read in place for a row `mem` lacks: by the fused
         kernels (fused.Far), landing in one of LANDING_SETS sets of k rows on the device,
         or on the CPU by the gather (`reads_far`). `spec` (with far): the last
-        SPEC_SETS * k rows of `mem` hold the next layer's experts read ahead by a layer's
-        body (`speculate`); their bytes land as a far expert's do when they are used.
+        SPEC_SETS * k rows of `mem` hold a layer's experts read ahead, chosen by the body
+        before it (`speculate`); their bytes land as a far expert's do when they are used.
         `staging`: page-locked rows the disk store reads into, which the fused kernels
         read in place by entry when a mix names it (`mix(..., far=staging)`), landing as
         a far expert does; kept only where the fused kernels serve this layout."""
