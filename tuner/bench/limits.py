@@ -8,6 +8,7 @@ result; the raw figures are reported beside them.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 
@@ -26,6 +27,20 @@ Step = Callable[[int, int], torch.Tensor]  # (token, position) -> logits
 
 def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 4) if a and b else None
+
+
+def paired(a: list[float], b: list[float]) -> dict:
+    """Interleaved runs of two sides: the median of the pairs' ratios a / b (`ratio`) and
+    their quartiles (`ratio_quartiles`), how far a busy spell moved single pairs."""
+    pairs = [x / y for x, y in zip(a, b)]
+    q1, _, q3 = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else pairs * 3
+    return {"ratio": round(statistics.median(pairs), 4),
+            "ratio_quartiles": [round(q1, 4), round(q3, 4)]}
+
+
+def paired_text(r: dict) -> str:
+    """`paired`'s figures as a section's line gives them."""
+    return f"{r['ratio']} (pairs' quartiles {'-'.join(map(str, r['ratio_quartiles']))})"
 
 
 def sync(device: torch.device) -> None:

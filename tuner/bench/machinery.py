@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from tuner.bench.limits import ratio, time_steps
+from tuner.bench.limits import paired, paired_text, ratio, time_steps
 from tuner.bench.sections import Options
 from tuner.config import Config
 from tuner.engine.session.opening import model_folder, pick_device
@@ -71,12 +71,8 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
     finally:
         engine.close()
     a, r = statistics.median(arena_ms), statistics.median(resident_ms)
-    pairs = [x / y for x, y in zip(arena_ms, resident_ms)]
-    q1, _, q3 = statistics.quantiles(pairs, n=4)
     return {"arena_ms_per_token": round(a, 3), "resident_ms_per_token": round(r, 3),
-            "ratio": round(statistics.median(pairs), 4),
-            "ratio_quartiles": [round(q1, 4), round(q3, 4)],  # the pairs' spread
-            "ratio_of_medians": ratio(a, r),
+            **paired(arena_ms, resident_ms), "ratio_of_medians": ratio(a, r),
             "hit_rate": round(100 * hits / lookups, 2),
             "tokens": tokens, "rounds": ROUNDS,
             "arena_runs": [round(x, 3) for x in arena_ms],
@@ -86,5 +82,4 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
 def text(r: dict) -> str:
     return (f"(b) machinery: arena, every lookup a hit ({r['hit_rate']} %), "
             f"{r['arena_ms_per_token']} ms/token / fully resident "
-            f"{r['resident_ms_per_token']} ms/token = {r['ratio']} (pairs' quartiles "
-            f"{'-'.join(map(str, r['ratio_quartiles']))})")
+            f"{r['resident_ms_per_token']} ms/token = {paired_text(r)}")

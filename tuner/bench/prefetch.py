@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from tuner.bench.limits import ratio
+from tuner.bench.limits import paired, paired_text, ratio
 from tuner.bench.sections import Options
 from tuner.config import Config
 from tuner.engine.session.opening import model_folder, pick_device
@@ -85,12 +85,8 @@ def _pair(ckpt: Checkpoint, cfg: Config, device: torch.device, text: list[int], 
     off, stale = (statistics.median(runs[pf]) for pf in ("off", "stale"))
     per_token = {pf: _per_token(c, len(text) - warm) for pf, c in counts.items()}
     moved = {pf: f[C.bytes_demand.name] + f[C.bytes_spec.name] for pf, f in per_token.items()}
-    pairs = [s / o for s, o in zip(runs["stale"], runs["off"])]
-    q1, _, q3 = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else pairs * 3
     return {"none_ms_per_token": round(off, 3), "stale_ms_per_token": round(stale, 3),
-            "ratio": round(statistics.median(pairs), 4),
-            "ratio_quartiles": [round(q1, 4), round(q3, 4)],  # the pairs' spread
-            "ratio_of_medians": ratio(stale, off),
+            **paired(runs["stale"], runs["off"]), "ratio_of_medians": ratio(stale, off),
             "bytes_ratio": ratio(moved["stale"], moved["off"]), "same_output": same,
             "per_token": per_token,
             "none_runs": [round(x, 3) for x in runs["off"]],
@@ -120,9 +116,7 @@ def text(r: dict) -> str:
     for store, s in r["stores"].items():
         off, stale = s["per_token"]["off"], s["per_token"]["stale"]
         parts.append(f"{store} store {s['stale_ms_per_token']} / {s['none_ms_per_token']} "
-                     f"ms/token = {s['ratio']} (pairs' quartiles "
-                     f"{'-'.join(map(str, s['ratio_quartiles']))}), bytes moved "
-                     f"{s['bytes_ratio']} "
+                     f"ms/token = {paired_text(s)}, bytes moved {s['bytes_ratio']} "
                      f"(stall {stale['stall_ms']} / {off['stall_ms']} "
                      f"ms/token, {stale['pf_timely']} of {stale['pf_issued']} read ahead "
                      "per token used" + ("" if s["same_output"] else
