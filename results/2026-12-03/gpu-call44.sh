@@ -9,9 +9,7 @@
 source results/2026-12-02/gpu-lib.sh
 (TOTAL_S=330 bash results/2026-12-02/gpu-llamacpp.sh build > "$OUT/build-step.txt" 2>&1) &
 build=$!
-TAIL=3 step pytest-cuda 240 python3 -m pytest -q -p no:cacheprovider \
-  tests/engine/test_fused.py tests/engine/test_device_step.py tests/engine/test_session.py \
-  tests/engine/test_arena.py tests/engine/test_prefill.py tests/engine/test_drop.py
+cuda_tests 240
 python3 -c "from tuner.engine.weights import synth; synth.ensure(synth.shape('olmoe'))"
 wait $build; tail -2 "$OUT/build-step.txt"
 SET=io_reader=kvikio TOTAL_S=110 bash results/2026-12-02/gpu-llamacpp.sh suite
@@ -19,4 +17,4 @@ suite olmoe-disk 100 --tokens 64 --only read,limit --shape olmoe --set io_reader
 suite olmoe-prefetch-max1 80 --tokens 64 --only prefetch --shape olmoe \
   --set io_reader=kvikio,prefetch_max=1
 # at most eight files come back: one archive of them all
-(cd "$OUT" && tar czf call44.tgz --exclude=call44.tgz . && find . -type f ! -name call44.tgz -delete)
+pack_out call44

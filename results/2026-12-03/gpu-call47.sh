@@ -9,9 +9,7 @@
 source results/2026-12-02/gpu-lib.sh
 (TOTAL_S=330 bash results/2026-12-02/gpu-llamacpp.sh build > "$OUT/build-step.txt" 2>&1) &
 build=$!
-TAIL=3 step pytest-cuda 230 python3 -m pytest -q -p no:cacheprovider \
-  tests/engine/test_fused.py tests/engine/test_device_step.py tests/engine/test_session.py \
-  tests/engine/test_arena.py tests/engine/test_prefill.py tests/engine/test_drop.py
+cuda_tests 230
 python3 -c "from tuner.engine.weights import synth; synth.ensure(synth.shape('olmoe'))"
 wait $build; tail -2 "$OUT/build-step.txt"
 SET=io_reader=kvikio TOTAL_S=140 bash results/2026-12-02/gpu-llamacpp.sh suite
@@ -21,4 +19,4 @@ step cpu-site-lab8 40 python3 lab/cpu_site.py 8
 step cpu-site-olmoe 60 python3 -m tuner run --model "$TUNER_HOME/models/olmoe-shape-16x64-bf16" \
   --tokens 40 --cpu-pool 1 --pcie-frac 0 --expert-cache 16 --adapt-every 0 --json
 # at most eight files come back: one archive of them all
-(cd "$OUT" && tar czf call47.tgz --exclude=call47.tgz . && find . -type f ! -name call47.tgz -delete)
+pack_out call47

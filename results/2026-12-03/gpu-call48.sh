@@ -8,4 +8,4 @@ step cpu-kernels16 90 python3 lab/cpu_kernels.py 16
 step cpu-kernels8 90 python3 lab/cpu_kernels.py 8
 python3 -c "from tuner.engine.weights import synth; synth.ensure()"
 suite demo-prefetch 100 --tokens 64 --only prefetch --set io_reader=kvikio
-(cd "$OUT" && tar czf /tmp/call48.tgz . && find . -type f -delete && mv /tmp/call48.tgz .)
+pack_out call48

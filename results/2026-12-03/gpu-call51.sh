@@ -6,4 +6,4 @@ python3 -c "from tuner.engine.weights import synth; synth.ensure()"
 mkdir -p "$OUT/traces"
 TAIL=2 step profile-prefetch 240 python3 lab/profile_prefetch.py \
   "$TUNER_HOME/models/strata-demo-16x64-v4-bf16" "$OUT/traces"
-(cd "$OUT" && tar czf /tmp/call51.tgz . && find . -type f -delete && find . -mindepth 1 -type d -delete && mv /tmp/call51.tgz .)
+pack_out call51

@@ -8,4 +8,4 @@ python3 -c "from tuner.engine.weights import synth; synth.ensure(synth.shape('ol
 suite link-ram-upload 60 --tokens 32 --only link --shape olmoe --set expert_store=ram,miss_direct=0
 suite link-disk-upload 60 --tokens 32 --only link --shape olmoe --set io_reader=kvikio,miss_direct=0
 suite link-ram 50 --tokens 32 --only link --shape olmoe --set expert_store=ram
-(cd "$OUT" && tar czf /tmp/call52.tgz . && find . -type f -delete && mv /tmp/call52.tgz .)
+pack_out call52

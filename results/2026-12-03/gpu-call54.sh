@@ -6,14 +6,9 @@
 # STORE=disk). Carried: .whl and ab-before.
 source results/2026-12-02/gpu-lib.sh
 python3 -c "from tuner.engine.weights import synth; synth.ensure(); synth.ensure(synth.shape('olmoe'))"
-before() {  # name, seconds, gpu_suite arguments: the suite on ab-before/'s tree
-  local name=$1 secs=$2; shift 2
-  (cd ab-before && PYTHONPATH=$site:$PWD step "$name" "$secs" python3 -m tuner.bench.gpu_suite \
-    --out "$OUT" --json-name "$name.json" "$@")
-}
 suite demo-prefetch 100 --tokens 64 --only prefetch --set io_reader=kvikio
 before demo-prefetch-before 100 --tokens 64 --only prefetch --set io_reader=kvikio
 suite olmoe-prefetch 120 --tokens 64 --only prefetch --shape olmoe --set io_reader=kvikio
 STORE=disk TAIL=2 step profile-prefetch-disk 100 python3 lab/profile_prefetch.py \
   "$TUNER_HOME/models/strata-demo-16x64-v5-bf16"
-(cd "$OUT" && tar czf /tmp/call54.tgz . && find . -type f -delete && mv /tmp/call54.tgz .)
+pack_out call54

@@ -10,4 +10,4 @@ suite peer-disk 130 --tokens 64 --only peer --shape olmoe --set io_reader=kvikio
 suite olmoe-ram-limit 100 --tokens 64 --only limit --shape olmoe --set expert_store=ram
 suite olmoe-disk-limit 100 --tokens 64 --only limit --shape olmoe --set io_reader=kvikio
 suite demo 90 --tokens 64 --only machinery,limit --set io_reader=kvikio
-(cd "$OUT" && tar czf /tmp/call55.tgz . && find . -type f -delete && mv /tmp/call55.tgz .)
+pack_out call55

@@ -10,4 +10,4 @@ suite demo-machinery 40 --tokens 64 --only machinery
 suite olmoe-prefetch-max1 120 --tokens 64 --only prefetch --shape olmoe --set io_reader=kvikio,prefetch_max=1
 suite demo-prefetch-max1 100 --tokens 64 --only prefetch --set io_reader=kvikio,prefetch_max=1
 suite demo-prefetch 100 --tokens 64 --only prefetch --set io_reader=kvikio
-(cd "$OUT" && tar czf /tmp/call56.tgz . && find . -type f -delete && mv /tmp/call56.tgz .)
+pack_out call56

@@ -6,4 +6,4 @@ source results/2026-12-02/gpu-lib.sh
 python3 -c "from tuner.engine.weights import synth; synth.ensure(); synth.ensure(synth.shape('olmoe'))"
 suite demo-read 70 --tokens 64 --only read --set io_reader=kvikio
 suite olmoe-read 80 --tokens 64 --only read --shape olmoe --set io_reader=kvikio
-(cd "$OUT" && tar czf /tmp/call57.tgz . && find . -type f -delete && mv /tmp/call57.tgz .)
+pack_out call57
