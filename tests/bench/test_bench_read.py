@@ -30,9 +30,11 @@ def test_read_measures_the_raw_read_and_the_engine_with_each_reader(tiny_model, 
     assert set(r["readers"]) == set(readers) and r["engine"] == r["readers"][r["reader"]]
     for name, e in r["readers"].items():
         assert e["reader"] == name and e["bytes_read"] > 0
-        gbps = e["bytes_read"] / e["read_busy_s"] / 1e9  # figures rounded to 4 places
-        assert e["engine_gbps"] == pytest.approx(gbps, rel=1e-2, abs=1e-4)
-        assert e["ratio"] == pytest.approx(gbps / r["raw_gbps"], rel=1e-2, abs=1e-4)
+        # busy seconds and GB/s are both rounded to 4 places: the rate lies within the
+        # rates at the busy time's rounding bounds (a short busy time widens them)
+        low, high = (e["bytes_read"] / (e["read_busy_s"] + d) / 1e9 for d in (5e-5, -5e-5))
+        assert low - 5e-5 <= e["engine_gbps"] <= high + 5e-5
+        assert e["ratio"] == pytest.approx(e["engine_gbps"] / r["raw_gbps"], rel=1e-3, abs=1e-4)
     assert read.text(r).startswith(f"(a) read: engine {r['engine_gbps']} GB/s while serving "
                                    f"misses ({r['reader']}) / store {r['raw_gbps']} GB/s raw")
     other = "kvikio" if r["reader"] == "threads" else "threads"
