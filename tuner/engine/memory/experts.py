@@ -13,7 +13,7 @@ import torch
 
 from tuner.engine.weights import fused
 from tuner.engine.weights.checkpoint import Layout
-from tuner.engine.weights.model import Weights, experts_out
+from tuner.engine.weights.model import Weights, Wide, experts_out
 
 # sets of landing rows, used by layer in turn: a layer's set is read by the host after the
 # layer, so it must outlive the bodies queued ahead of the host (LANDING_SETS - 1 layers)
@@ -54,6 +54,7 @@ class Experts:
             else torch.zeros(LANDING_SETS, k, mem.shape[1], dtype=torch.uint8,
                              device=mem.device)
         self.spec_lo = mem.shape[0] - (SPEC_SETS * k if spec and self.far is not None else 0)
+        self.wide = Wide()  # where the CPU widens each batch it computes
 
     @property
     def speculates(self) -> bool:
@@ -105,7 +106,7 @@ class Experts:
                 where = fused.Far(far, far_rows, self.landing[layer % LANDING_SETS,
                                                               :len(rows)], self.spec_lo)
             return fused.mix(self.mem, rows, self.layout, x, w, where)
-        return w.to(x.dtype) @ experts_out(x, self.gather(rows, far_rows))
+        return w.to(x.dtype) @ experts_out(x, self.gather(rows, far_rows), self.wide)
 
     def landed(self, layer: int, rank: int) -> torch.Tensor:
         """The bytes of the expert of rank `rank` that layer `layer` read far."""

@@ -9,7 +9,7 @@ import torch
 
 from tuner.engine.memory.store import Read, ReadPool
 from tuner.engine.weights.checkpoint import Checkpoint
-from tuner.engine.weights.model import Weights, compute_dtype
+from tuner.engine.weights.model import Weights, Wide, compute_dtype
 
 READERS = 4  # threads filling the host copy
 
@@ -28,7 +28,9 @@ class HostCopy:
         self.dtype = compute_dtype(ckpt.dtype, torch.device("cpu"))  # what the CPU computes in
         keys = [(l, e) for l in range(mc.num_layers) for e in range(mc.num_experts)]
         self.mem = torch.zeros(len(keys), ckpt.row_bytes, dtype=torch.uint8, pin_memory=pin)
+        # gather's batch and the buffers it is widened into: one user at a time
         self.batch = torch.empty(mc.top_k, ckpt.row_bytes, dtype=torch.uint8)
+        self.wide = Wide()
         # the engine's reader and check, all queued at once
         pool = ReadPool(READERS, 0, False, 1 << 20, check=check)
         try:

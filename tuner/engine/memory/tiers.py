@@ -33,7 +33,7 @@ import torch
 from tuner.config import Config
 from tuner.engine.memory.host_copy import HostCopy
 from tuner.engine.memory.store import Timeline
-from tuner.engine.weights.model import experts_out
+from tuner.engine.weights.model import Wide, experts_out
 from tuner.knobs import even_budgets
 from tuner.vocabulary.counters import C
 from tuner.vocabulary.slots import MISS, RESIDENT, SlotMap
@@ -59,6 +59,7 @@ class Sites:
         self._cpu = ThreadPoolExecutor(1, thread_name_prefix="tuner-cpu")
         self.stream = torch.cuda.Stream(self.mem.device) if self.cuda else None
         self.link_batch = torch.empty_like(arena.experts.batch)
+        self.link_wide = Wide()
         # beside a GPU the CPU site computes in the experts' own dtype on every core (in
         # float32 a layer of OLMoE's bf16 experts took 14x its bytes' time, in bf16 1.04x:
         # lab/cpu_site.py); alone, as the CPU computes the rest (bit for bit)
@@ -104,7 +105,8 @@ class Sites:
         ranks, parts = [], []
         if resident:
             with self.clock.span(layer, C.vram_ms):
-                parts.append(experts_out(x, self.arena.gather([s for _, s in resident])))
+                parts.append(experts_out(x, self.arena.gather([s for _, s in resident]),
+                                         self.arena.experts.wide))
             ranks += [r for r, _ in resident]
         if link_job is not None:
             out, secs, verified, mismatches = link_job.result()
@@ -177,7 +179,7 @@ class Sites:
             rows = torch.tensor([dst for _, _, dst, _ in jobs], device=self.mem.device)
             batch = self.link_batch[:len(jobs)]
             torch.index_select(self.mem, 0, rows, out=batch)
-            out = experts_out(x, self.arena.layout.weights(batch))
+            out = experts_out(x, self.arena.layout.weights(batch), self.link_wide)
         if stream is not None:
             stream.synchronize()  # the outputs are ready for the compute stream
         return out, time.perf_counter() - t0, verified, mismatches
@@ -186,7 +188,7 @@ class Sites:
         t0 = time.perf_counter()
         keys = [key for _, key in jobs]
         if x.dtype == self.host.dtype:  # widened as the CPU computes everything else
-            out = experts_out(x, self.host.gather(keys))
+            out = experts_out(x, self.host.gather(keys), self.host.wide)
         else:  # each expert from its row, in its own dtype: no copy, bytes read once
             if not self._all_cores:
                 torch.set_num_threads(os.cpu_count() or 1)  # OpenMP's count is per thread

@@ -72,19 +72,39 @@ class Weights:
     down_scales: torch.Tensor | None = None
     quant: Quant | None = None
 
-    def matrices(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """(gate_up, down) as `dtype` matrices."""
+    def matrices(self, dtype: torch.dtype, into: Wide | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(gate_up, down) as `dtype` matrices; widened into `into`'s buffers when given."""
         q = self.quant
         if q is None:  # widened only where they are stored narrower (the CPU)
             if self.gate_up.dtype == dtype:
                 return self.gate_up, self.down
+            if into is not None:
+                return into.widen(self.gate_up, self.down, dtype)
             return self.gate_up.to(dtype), self.down.to(dtype)
         assert self.gate_up_scales is not None and self.down_scales is not None  # quantized
         return (dequantize(self.gate_up, self.gate_up_scales, q, dtype),
                 dequantize(self.down, self.down_scales, q, dtype))
 
 
-def experts_out(x: torch.Tensor, w: Weights) -> torch.Tensor:
+class Wide:
+    """Buffers a caller keeps to widen its expert batches into (bf16 rows computed in
+    float32 on the CPU): a fresh tensor of megabytes each layer costs its page faults every
+    time, several times the widening itself. Grown to the largest batch seen."""
+
+    def __init__(self) -> None:
+        self._bufs: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def widen(self, gate_up: torch.Tensor, down: torch.Tensor, dtype: torch.dtype
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        k, bufs = gate_up.shape[0], self._bufs
+        if bufs is None or bufs[0].shape[0] < k or bufs[0].dtype != dtype:
+            bufs = self._bufs = (torch.empty(gate_up.shape, dtype=dtype, device=gate_up.device),
+                                 torch.empty(down.shape, dtype=dtype, device=down.device))
+        return bufs[0][:k].copy_(gate_up), bufs[1][:k].copy_(down)
+
+
+def experts_out(x: torch.Tensor, w: Weights, into: Wide | None = None) -> torch.Tensor:
     """SwiGLU experts, the whole batch at once. One token x [D] -> [k, D], row j from
     expert j; or each expert on tokens of its own, x [k, T, D] -> [k, T, D] (prefill).
 
@@ -92,8 +112,8 @@ def experts_out(x: torch.Tensor, w: Weights) -> torch.Tensor:
     token: on the CPU that is a fast kernel per batch entry whose result does not depend on
     the batch (so an expert gives the same bits whichever batch and site computed it); on
     CUDA it is one strided-batched cuBLAS call. With T tokens each entry is a [T, D] matrix
-    product instead."""
-    gate_up, down = w.matrices(x.dtype)
+    product instead. `into`: kept buffers to widen narrower stored matrices into."""
+    gate_up, down = w.matrices(x.dtype, into)
     k, two_i, D = gate_up.shape
     xs = x.view(1, 1, D).expand(k, 1, D) if x.dim() == 1 else x  # [k, T, D]
     h = torch.bmm(xs, gate_up.transpose(1, 2))  # [k, T, 2I]
