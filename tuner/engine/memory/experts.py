@@ -46,6 +46,9 @@ class Experts:
         a far expert does; kept only where the fused kernels serve this layout."""
         self.mem, self.layout, self.k = mem, layout, k
         self.batch = torch.empty(k, mem.shape[1], dtype=torch.uint8, device=mem.device)
+        # the typed views of the batch's first n rows, by n: made once, as making them costs
+        # several tensor operations a layer on the CPU
+        self._batches = [layout.weights(self.batch[:n]) for n in range(k + 1)]
         self.fused = fused.usable(mem.device, layout)
         self.far = far if reads_far(mem.device, layout) else None
         self.staging = staging if self.fused else None
@@ -80,16 +83,17 @@ class Experts:
     def gather(self, rows: torch.Tensor, far_rows: torch.Tensor | None = None) -> Weights:
         """The experts in `rows` (int64 on mem's device), in that order, as one batch; with
         `far_rows` (the CPU), a negative row read from `far` instead."""
-        batch = self.batch[:len(rows)]
+        n = len(rows)
+        batch = self.batch[:n]
         if far_rows is None:
             torch.index_select(self.mem, 0, rows, out=batch)
-            return self.layout.weights(batch)
+            return self._batches[n]
         assert self.far is not None  # made with far
         torch.index_select(self.mem, 0, rows.clamp(min=0), out=batch)
         for j in (rows < 0).nonzero().flatten().tolist():  # eager: the CPU's rows are memory
             # a row copy each: indexed writes of whole uint8 rows are many times slower
             batch[j].copy_(self.far[int(far_rows[j])])
-        return self.layout.weights(batch)
+        return self._batches[n]
 
     def mix(self, x: torch.Tensor, w: torch.Tensor, rows: torch.Tensor,
             far_rows: torch.Tensor | None = None, layer: int = 0,
