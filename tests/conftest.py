@@ -34,6 +34,16 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def bf16_model(tmp_path_factory) -> Path:
+    """The tiny model with bf16 weights, as `tuner model make` writes it."""
+    from tuner.cli import main
+
+    out = tmp_path_factory.mktemp("models") / "tiny-bf16"
+    assert main(["model", "make", "--tiny", "--dtype", "bf16", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
 def small_model(tmp_path_factory) -> Path:
     """The demo model's layer shapes (D 256, I 384) in 3 layers x 8 experts: big enough for
     the CPU's vectorised matrix kernels, whose rounding depends on data alignment."""

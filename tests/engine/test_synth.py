@@ -121,15 +121,6 @@ def test_v4_layers_write_nothing_along_what_the_routers_read():
     assert along(replace(r, steady_routers=False)) > 0.5
 
 
-@pytest.fixture(scope="module")
-def bf16_model(tmp_path_factory):
-    from tuner.cli import main
-
-    out = tmp_path_factory.mktemp("models") / "tiny-bf16"
-    assert main(["model", "make", "--tiny", "--dtype", "bf16", "--out", str(out)]) == 0
-    return out
-
-
 def test_bf16_experts_stream_half_the_bytes_and_match_the_resident_model(bf16_model,
                                                                          tiny_model):
     ckpt = Checkpoint(bf16_model)

@@ -154,7 +154,7 @@ def cpu_expert_gbps(ckpt: Checkpoint, experts: int = 64) -> float:
     x = torch.randn(mc.hidden_size, dtype=host.dtype)
     t0 = time.perf_counter()
     for i in range(0, len(keys), mc.top_k):
-        experts_out(x, host.gather(keys[i:i + mc.top_k]), host.wide)
+        experts_out(x, host.gather(keys[i:i + mc.top_k]))
     return round(len(keys) * ckpt.expert_bytes / (time.perf_counter() - t0) / 1e9, 3)
 
 

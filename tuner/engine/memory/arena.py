@@ -388,13 +388,14 @@ class Arena:
         self.mark_used()  # uploads into these rows from now on wait for this read of them
         return y
 
-    def gather(self, rows: list[int]) -> Weights:
-        """The experts in `rows`, in that order, as one batch on the compute device."""
-        return self.gather_index(self.index(rows))
+    def gather(self, rows: list[int], dtype: torch.dtype | None = None) -> Weights:
+        """The experts in `rows`, in that order, as one batch on the compute device (given
+        the `dtype` they are computed in, widened where stored narrower: Experts.gather)."""
+        return self.gather_index(self.index(rows), dtype)
 
-    def gather_index(self, idx: torch.Tensor) -> Weights:
+    def gather_index(self, idx: torch.Tensor, dtype: torch.dtype | None = None) -> Weights:
         """`gather` with the rows already an index tensor on the compute device."""
-        weights = self.experts.gather(idx)
+        weights = self.experts.gather(idx, dtype=dtype)
         self.mark_used()
         return weights
 

@@ -13,7 +13,7 @@ import torch
 
 from tuner.engine.weights import fused
 from tuner.engine.weights.checkpoint import Layout
-from tuner.engine.weights.model import Weights, Wide, experts_out
+from tuner.engine.weights.model import Weights, Wide, experts_out, widens
 
 # sets of landing rows, used by layer in turn: a layer's set is read by the host after the
 # layer, so it must outlive the bodies queued ahead of the host (LANDING_SETS - 1 layers)
@@ -57,7 +57,10 @@ class Experts:
             else torch.zeros(LANDING_SETS, k, mem.shape[1], dtype=torch.uint8,
                              device=mem.device)
         self.spec_lo = mem.shape[0] - (SPEC_SETS * k if spec and self.far is not None else 0)
-        self.wide = Wide()  # where the CPU widens each batch it computes
+        # every row's typed views, which the CPU widens a batch from, row by row, into `wide`
+        self.typed = layout.weights(mem)
+        self.far_typed = layout.weights(self.far) if self.far is not None else None
+        self.wide = Wide()
 
     @property
     def speculates(self) -> bool:
@@ -80,9 +83,20 @@ class Experts:
             if row >= 0:
                 self.mem[first + j].copy_(self.far[row])
 
-    def gather(self, rows: torch.Tensor, far_rows: torch.Tensor | None = None) -> Weights:
+    def gather(self, rows: torch.Tensor, far_rows: torch.Tensor | None = None,
+               dtype: torch.dtype | None = None) -> Weights:
         """The experts in `rows` (int64 on mem's device), in that order, as one batch; with
-        `far_rows` (the CPU), a negative row read from `far` instead."""
+        `far_rows` (the CPU), a negative row read from `far` instead. Given the `dtype` they
+        are computed in, experts stored narrower come widened from their rows (`wide`)."""
+        if dtype is not None and widens(self.typed, dtype):
+            sources = []
+            for j, row in enumerate(rows.tolist()):
+                if row >= 0:
+                    sources.append((self.typed, row))
+                else:  # the CPU reads a missing expert from far
+                    assert self.far_typed is not None and far_rows is not None
+                    sources.append((self.far_typed, int(far_rows[j])))
+            return self.wide.gather(sources, dtype)
         n = len(rows)
         batch = self.batch[:n]
         if far_rows is None:
@@ -110,7 +124,7 @@ class Experts:
                 where = fused.Far(far, far_rows, self.landing[layer % LANDING_SETS,
                                                               :len(rows)], self.spec_lo)
             return fused.mix(self.mem, rows, self.layout, x, w, where)
-        return w.to(x.dtype) @ experts_out(x, self.gather(rows, far_rows), self.wide)
+        return w.to(x.dtype) @ experts_out(x, self.gather(rows, far_rows, x.dtype))
 
     def landed(self, layer: int, rank: int) -> torch.Tensor:
         """The bytes of the expert of rank `rank` that layer `layer` read far."""

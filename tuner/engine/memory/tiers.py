@@ -33,7 +33,7 @@ import torch
 from tuner.config import Config
 from tuner.engine.memory.host_copy import HostCopy
 from tuner.engine.memory.store import Timeline
-from tuner.engine.weights.model import Wide, experts_out
+from tuner.engine.weights.model import Wide, experts_out, widens
 from tuner.knobs import even_budgets
 from tuner.vocabulary.counters import C
 from tuner.vocabulary.slots import MISS, RESIDENT, SlotMap
@@ -105,8 +105,8 @@ class Sites:
         ranks, parts = [], []
         if resident:
             with self.clock.span(layer, C.vram_ms):
-                parts.append(experts_out(x, self.arena.gather([s for _, s in resident]),
-                                         self.arena.experts.wide))
+                parts.append(experts_out(x, self.arena.gather([s for _, s in resident],
+                                                              x.dtype)))
             ranks += [r for r, _ in resident]
         if link_job is not None:
             out, secs, verified, mismatches = link_job.result()
@@ -176,10 +176,14 @@ class Sites:
                 if verify:
                     verified += 1
                     mismatches += not torch.equal(self.mem[dst].cpu(), self.host.row(key))
-            rows = torch.tensor([dst for _, _, dst, _ in jobs], device=self.mem.device)
-            batch = self.link_batch[:len(jobs)]
-            torch.index_select(self.mem, 0, rows, out=batch)
-            out = experts_out(x, self.arena.layout.weights(batch), self.link_wide)
+            dsts, typed = [dst for _, _, dst, _ in jobs], self.arena.experts.typed
+            if widens(typed, x.dtype):  # the CPU: each row widened straight into the batch
+                out = experts_out(x, self.link_wide.gather([(typed, d) for d in dsts], x.dtype))
+            else:
+                batch = self.link_batch[:len(jobs)]
+                torch.index_select(self.mem, 0, torch.tensor(dsts, device=self.mem.device),
+                                   out=batch)
+                out = experts_out(x, self.arena.layout.weights(batch))
         if stream is not None:
             stream.synchronize()  # the outputs are ready for the compute stream
         return out, time.perf_counter() - t0, verified, mismatches
@@ -188,7 +192,7 @@ class Sites:
         t0 = time.perf_counter()
         keys = [key for _, key in jobs]
         if x.dtype == self.host.dtype:  # widened as the CPU computes everything else
-            out = experts_out(x, self.host.gather(keys), self.host.wide)
+            out = experts_out(x, self.host.gather(keys))
         else:  # each expert from its row, in its own dtype: no copy, bytes read once
             if not self._all_cores:
                 torch.set_num_threads(os.cpu_count() or 1)  # OpenMP's count is per thread

@@ -120,8 +120,8 @@ def _layer(engine, l: int, x: torch.Tensor, h: torch.Tensor, sel_log: np.ndarray
             idx_t = torch.from_numpy(idx).to(x.device)
             tok = torch.where(idx_t < T * K, idx_t // K, T)  # [g, width] token rows
             rows_t = torch.tensor(rows, dtype=torch.int64, device=x.device)
-            out = experts_out(x_pad[tok], engine.arena.gather_index(rows_t),
-                              engine.arena.experts.wide)  # [g, width, D]
+            # [g, width, D]
+            out = experts_out(x_pad[tok], engine.arena.gather_index(rows_t, x.dtype))
             outs[idx_t.reshape(-1)] = out.reshape(-1, D)
     add(l, C.hot_fallbacks, engine.slots.hot_fallbacks - fallbacks)
     y = weights.to(outs.dtype)[:, None, :] @ outs[:T * K].view(T, K, D)  # [T, 1, D]

@@ -12,8 +12,8 @@ The model computes in `compute_dtype`: the checkpoint's dtype on CUDA, float32 o
 Torch's CPU kernels for one token's matrix-vector products are several times slower in
 bfloat16 than in float32 (on a 2-core AMD EPYC with AVX512-BF16, the bf16 demo model ran at
 158 ms a token computing in bfloat16 and at 31 in float32), so on the CPU 16-bit weights
-are widened after they are gathered: the store, the arena and memory bandwidth still carry
-16 bits per weight. Norms and attention accumulate in float32 and routers are kept in
+are widened as they are gathered, into buffers kept for it (Wide): the store, the arena
+and memory bandwidth still carry 16 bits per weight. Norms and attention accumulate in float32 and routers are kept in
 float32, so routing does not hinge on 16-bit rounding of its logits. On CUDA one token's
 layer is about twenty kernels (q, k and v in one product and readied for attention in one
 more: token_qkv.py; one attention kernel; the router in two: router_kernels.py; the
@@ -72,39 +72,51 @@ class Weights:
     down_scales: torch.Tensor | None = None
     quant: Quant | None = None
 
-    def matrices(self, dtype: torch.dtype, into: Wide | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(gate_up, down) as `dtype` matrices; widened into `into`'s buffers when given."""
+    def matrices(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """(gate_up, down) as `dtype` matrices."""
         q = self.quant
         if q is None:  # widened only where they are stored narrower (the CPU)
             if self.gate_up.dtype == dtype:
                 return self.gate_up, self.down
-            if into is not None:
-                return into.widen(self.gate_up, self.down, dtype)
             return self.gate_up.to(dtype), self.down.to(dtype)
         assert self.gate_up_scales is not None and self.down_scales is not None  # quantized
         return (dequantize(self.gate_up, self.gate_up_scales, q, dtype),
                 dequantize(self.down, self.down_scales, q, dtype))
 
 
+def widens(rows: Weights, dtype: torch.dtype) -> bool:
+    """Whether experts stored as `rows` are widened to be computed in `dtype` (not quantized
+    ones: dequantizing makes new tensors anyway)."""
+    return rows.quant is None and rows.gate_up.dtype != dtype
+
+
 class Wide:
-    """Buffers a caller keeps to widen its expert batches into (bf16 rows computed in
-    float32 on the CPU): a fresh tensor of megabytes each layer costs its page faults every
-    time, several times the widening itself. Grown to the largest batch seen."""
+    """Buffers a caller keeps to gather its expert batches into, widened (bf16 rows computed
+    in float32 on the CPU), each expert straight from its row: a fresh tensor of megabytes a
+    layer costs its page faults every time, several times the widening, and a byte copy of
+    the batch first would move every byte twice more. Grown to the largest batch seen."""
 
     def __init__(self) -> None:
         self._bufs: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def widen(self, gate_up: torch.Tensor, down: torch.Tensor, dtype: torch.dtype
-              ) -> tuple[torch.Tensor, torch.Tensor]:
-        k, bufs = gate_up.shape[0], self._bufs
-        if bufs is None or bufs[0].shape[0] < k or bufs[0].dtype != dtype:
-            bufs = self._bufs = (torch.empty(gate_up.shape, dtype=dtype, device=gate_up.device),
-                                 torch.empty(down.shape, dtype=dtype, device=down.device))
-        return bufs[0][:k].copy_(gate_up), bufs[1][:k].copy_(down)
+    def gather(self, rows: list[tuple[Weights, int]], dtype: torch.dtype) -> Weights:
+        """Expert i of the batch w, for each (w, i) of `rows` in that order, in `dtype`."""
+        n, bufs, (first, _) = len(rows), self._bufs, rows[0]
+        if bufs is None or bufs[0].shape[0] < n or bufs[0].dtype != dtype:
+            gate_up, down = first.gate_up, first.down
+            # ordinary tensors even when first made inside inference mode: written in place
+            # by any later gather, inside it or not
+            with torch.inference_mode(False):
+                bufs = self._bufs = (
+                    torch.empty((n, *gate_up.shape[1:]), dtype=dtype, device=gate_up.device),
+                    torch.empty((n, *down.shape[1:]), dtype=dtype, device=down.device))
+        for j, (w, i) in enumerate(rows):
+            bufs[0][j].copy_(w.gate_up[i])
+            bufs[1][j].copy_(w.down[i])
+        return Weights(bufs[0][:n], bufs[1][:n])
 
 
-def experts_out(x: torch.Tensor, w: Weights, into: Wide | None = None) -> torch.Tensor:
+def experts_out(x: torch.Tensor, w: Weights) -> torch.Tensor:
     """SwiGLU experts, the whole batch at once. One token x [D] -> [k, D], row j from
     expert j; or each expert on tokens of its own, x [k, T, D] -> [k, T, D] (prefill).
 
@@ -112,8 +124,8 @@ def experts_out(x: torch.Tensor, w: Weights, into: Wide | None = None) -> torch.
     token: on the CPU that is a fast kernel per batch entry whose result does not depend on
     the batch (so an expert gives the same bits whichever batch and site computed it); on
     CUDA it is one strided-batched cuBLAS call. With T tokens each entry is a [T, D] matrix
-    product instead. `into`: kept buffers to widen narrower stored matrices into."""
-    gate_up, down = w.matrices(x.dtype, into)
+    product instead."""
+    gate_up, down = w.matrices(x.dtype)
     k, two_i, D = gate_up.shape
     xs = x.view(1, 1, D).expand(k, 1, D) if x.dim() == 1 else x  # [k, T, D]
     h = torch.bmm(xs, gate_up.transpose(1, 2))  # [k, T, 2I]
