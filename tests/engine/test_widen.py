@@ -8,7 +8,7 @@ import torch
 
 from tuner.engine.memory.experts import Experts
 from tuner.engine.weights.checkpoint import Checkpoint
-from tuner.engine.weights.model import Weights, Wide, experts_out
+from tuner.engine.weights.model import Weights, Wide, by_row, experts_out
 
 
 def stored(n: int, seed: int) -> Weights:
@@ -21,20 +21,21 @@ def stored(n: int, seed: int) -> Weights:
 def test_kept_buffers_give_the_bits_of_a_fresh_widening_and_are_reused():
     wide, x, rows = Wide(), torch.randn(16, generator=torch.Generator().manual_seed(1)), \
         stored(6, 2)
+    each = by_row(rows)
 
     def fresh(ids: list[int]) -> torch.Tensor:
         return experts_out(x, Weights(rows.gate_up[ids], rows.down[ids]))
 
-    small = wide.gather([(rows, 4), (rows, 1)], torch.float32)
+    small = wide.gather([each[4], each[1]], torch.float32)
     assert torch.equal(experts_out(x, small), fresh([4, 1]))
-    again = wide.gather([(rows, 0), (rows, 5)], torch.float32)  # both held
+    again = wide.gather([each[0], each[5]], torch.float32)  # both held
     assert again.gate_up.data_ptr() == small.gate_up.data_ptr()
     assert again.down.data_ptr() == small.down.data_ptr()
     # a larger batch grows the buffers; a smaller one after it uses their first rows
-    large = wide.gather([(rows, i) for i in (5, 3, 2, 0)], torch.float32)
+    large = wide.gather([each[i] for i in (5, 3, 2, 0)], torch.float32)
     assert torch.equal(experts_out(x, large), fresh([5, 3, 2, 0]))
     assert large.gate_up.dtype == torch.float32 and large.gate_up.shape[0] == 4
-    last = wide.gather([(rows, 3)], torch.float32)
+    last = wide.gather([each[3]], torch.float32)
     assert last.gate_up.data_ptr() == large.gate_up.data_ptr()
     assert torch.equal(experts_out(x, last), fresh([3]))
 
@@ -59,7 +60,8 @@ def test_the_arena_widens_the_batch_it_would_gather_as_bytes(bf16_model):
 
 def test_buffers_first_made_in_inference_mode_are_written_outside_it():
     wide, rows = Wide(), stored(3, 6)
+    each = by_row(rows)
     with torch.inference_mode():
-        wide.gather([(rows, 0), (rows, 2)], torch.float32)
-    assert torch.equal(wide.gather([(rows, 1)], torch.float32).gate_up[0],
+        wide.gather([each[0], each[2]], torch.float32)
+    assert torch.equal(wide.gather([each[1]], torch.float32).gate_up[0],
                        rows.gate_up[1].float())

@@ -13,7 +13,7 @@ import torch
 
 from tuner.engine.weights import fused
 from tuner.engine.weights.checkpoint import Layout
-from tuner.engine.weights.model import Weights, Wide, experts_out, widens
+from tuner.engine.weights.model import Weights, Wide, by_row, experts_out, widens
 
 # sets of landing rows, used by layer in turn: a layer's set is read by the host after the
 # layer, so it must outlive the bodies queued ahead of the host (LANDING_SETS - 1 layers)
@@ -57,9 +57,13 @@ class Experts:
             else torch.zeros(LANDING_SETS, k, mem.shape[1], dtype=torch.uint8,
                              device=mem.device)
         self.spec_lo = mem.shape[0] - (SPEC_SETS * k if spec and self.far is not None else 0)
-        # every row's typed views, which the CPU widens a batch from, row by row, into `wide`
+        # every row's typed views; on the CPU, each row's matrices, which a batch is widened
+        # from row by row into `wide`, and far's
         self.typed = layout.weights(mem)
-        self.far_typed = layout.weights(self.far) if self.far is not None else None
+        rows = mem.device.type == "cpu" and layout.quant is None
+        self.by_row = by_row(self.typed) if rows else []
+        self.far_by_row = by_row(layout.weights(self.far)) \
+            if rows and self.far is not None else []
         self.wide = Wide()
 
     @property
@@ -89,14 +93,9 @@ class Experts:
         `far_rows` (the CPU), a negative row read from `far` instead. Given the `dtype` they
         are computed in, experts stored narrower come widened from their rows (`wide`)."""
         if dtype is not None and widens(self.typed, dtype):
-            sources = []
-            for j, row in enumerate(rows.tolist()):
-                if row >= 0:
-                    sources.append((self.typed, row))
-                else:  # the CPU reads a missing expert from far
-                    assert self.far_typed is not None and far_rows is not None
-                    sources.append((self.far_typed, int(far_rows[j])))
-            return self.wide.gather(sources, dtype)
+            far = far_rows.tolist() if far_rows is not None else []
+            return self.wide.gather([self.by_row[r] if r >= 0 else self.far_by_row[far[j]]
+                                     for j, r in enumerate(rows.tolist())], dtype)
         n = len(rows)
         batch = self.batch[:n]
         if far_rows is None:

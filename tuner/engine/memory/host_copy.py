@@ -9,7 +9,7 @@ import torch
 
 from tuner.engine.memory.store import Read, ReadPool
 from tuner.engine.weights.checkpoint import Checkpoint
-from tuner.engine.weights.model import Weights, Wide, compute_dtype, widens
+from tuner.engine.weights.model import Weights, Wide, by_row, compute_dtype, widens
 
 READERS = 4  # threads filling the host copy
 
@@ -28,10 +28,11 @@ class HostCopy:
         self.dtype = compute_dtype(ckpt.dtype, torch.device("cpu"))  # what the CPU computes in
         keys = [(l, e) for l in range(mc.num_layers) for e in range(mc.num_experts)]
         self.mem = torch.zeros(len(keys), ckpt.row_bytes, dtype=torch.uint8, pin_memory=pin)
-        # gather's batch, or its typed rows and the buffers it widens them into: one user at
-        # a time
+        # gather's batch, or each row's matrices and the buffers it widens them into: one
+        # user at a time
         self.batch = torch.empty(mc.top_k, ckpt.row_bytes, dtype=torch.uint8)
         self.typed = self.layout.weights(self.mem)
+        self.by_row = by_row(self.typed) if widens(self.typed, self.dtype) else []
         self.wide = Wide()
         # the engine's reader and check, all queued at once
         pool = ReadPool(READERS, 0, False, 1 << 20, check=check)
@@ -50,8 +51,8 @@ class HostCopy:
         """The experts `keys` as one batch in host memory, widened to the CPU's compute dtype
         where stored narrower (Wide)."""
         rows = [l * self.experts + e for l, e in keys]
-        if widens(self.typed, self.dtype):
-            return self.wide.gather([(self.typed, r) for r in rows], self.dtype)
+        if self.by_row:
+            return self.wide.gather([self.by_row[r] for r in rows], self.dtype)
         idx = torch.tensor(rows, dtype=torch.int64)
         batch = self.batch[:len(keys)]
         torch.index_select(self.mem, 0, idx, out=batch)

@@ -176,9 +176,10 @@ class Sites:
                 if verify:
                     verified += 1
                     mismatches += not torch.equal(self.mem[dst].cpu(), self.host.row(key))
-            dsts, typed = [dst for _, _, dst, _ in jobs], self.arena.experts.typed
-            if widens(typed, x.dtype):  # the CPU: each row widened straight into the batch
-                out = experts_out(x, self.link_wide.gather([(typed, d) for d in dsts], x.dtype))
+            dsts, experts = [dst for _, _, dst, _ in jobs], self.arena.experts
+            if widens(experts.typed, x.dtype):  # the CPU: each row widened into the batch
+                out = experts_out(x, self.link_wide.gather([experts.by_row[d] for d in dsts],
+                                                           x.dtype))
             else:
                 batch = self.link_batch[:len(jobs)]
                 torch.index_select(self.mem, 0, torch.tensor(dsts, device=self.mem.device),

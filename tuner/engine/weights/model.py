@@ -13,12 +13,12 @@ Torch's CPU kernels for one token's matrix-vector products are several times slo
 bfloat16 than in float32 (on a 2-core AMD EPYC with AVX512-BF16, the bf16 demo model ran at
 158 ms a token computing in bfloat16 and at 31 in float32), so on the CPU 16-bit weights
 are widened as they are gathered, into buffers kept for it (Wide): the store, the arena
-and memory bandwidth still carry 16 bits per weight. Norms and attention accumulate in float32 and routers are kept in
-float32, so routing does not hinge on 16-bit rounding of its logits. On CUDA one token's
-layer is about twenty kernels (q, k and v in one product and readied for attention in one
-more: token_qkv.py; one attention kernel; the router in two: router_kernels.py; the
-experts in three: fused.py), because at one token a launch costs more than most of the
-kernels it launches.
+and memory bandwidth still carry 16 bits per weight. Norms and attention accumulate in
+float32 and routers are kept in float32, so routing does not hinge on 16-bit rounding of
+its logits. On CUDA one token's layer is about twenty kernels (q, k and v in one product
+and readied for attention in one more: token_qkv.py; one attention kernel; the router in
+two: router_kernels.py; the experts in three: fused.py), because at one token a launch
+costs more than most of the kernels it launches.
 
 Shapes: D hidden, H query heads, G key/value heads, Dh head dim, E experts, I expert width,
 V vocabulary, C context (KV cache length), k experts in a batch.
@@ -90,6 +90,15 @@ def widens(rows: Weights, dtype: torch.dtype) -> bool:
     return rows.quant is None and rows.gate_up.dtype != dtype
 
 
+Matrices = tuple[torch.Tensor, torch.Tensor]  # one expert's gate_up [2I, D], down [D, I]
+
+
+def by_row(w: Weights) -> list[Matrices]:
+    """Each expert's matrices of an unquantized batch, as views made once: a gather row by
+    row then indexes no tensor (each indexing is an operation of its own on the CPU)."""
+    return list(zip(w.gate_up.unbind(0), w.down.unbind(0)))
+
+
 class Wide:
     """Buffers a caller keeps to gather its expert batches into, widened (bf16 rows computed
     in float32 on the CPU), each expert straight from its row: a fresh tensor of megabytes a
@@ -97,23 +106,26 @@ class Wide:
     the batch first would move every byte twice more. Grown to the largest batch seen."""
 
     def __init__(self) -> None:
-        self._bufs: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._rows: list[Matrices] = []  # the buffers' rows
+        self._batches: list[Weights] = []  # their first n rows, by n
 
-    def gather(self, rows: list[tuple[Weights, int]], dtype: torch.dtype) -> Weights:
-        """Expert i of the batch w, for each (w, i) of `rows` in that order, in `dtype`."""
-        n, bufs, (first, _) = len(rows), self._bufs, rows[0]
-        if bufs is None or bufs[0].shape[0] < n or bufs[0].dtype != dtype:
-            gate_up, down = first.gate_up, first.down
+    def gather(self, rows: list[Matrices], dtype: torch.dtype) -> Weights:
+        """The experts whose matrices `rows` are, in that order, as a batch in `dtype`."""
+        n = len(rows)
+        if len(self._rows) < n or self._rows[0][0].dtype != dtype:
+            gate_up, down = rows[0]
             # ordinary tensors even when first made inside inference mode: written in place
             # by any later gather, inside it or not
             with torch.inference_mode(False):
-                bufs = self._bufs = (
-                    torch.empty((n, *gate_up.shape[1:]), dtype=dtype, device=gate_up.device),
-                    torch.empty((n, *down.shape[1:]), dtype=dtype, device=down.device))
-        for j, (w, i) in enumerate(rows):
-            bufs[0][j].copy_(w.gate_up[i])
-            bufs[1][j].copy_(w.down[i])
-        return Weights(bufs[0][:n], bufs[1][:n])
+                bufs = Weights(
+                    torch.empty((n, *gate_up.shape), dtype=dtype, device=gate_up.device),
+                    torch.empty((n, *down.shape), dtype=dtype, device=down.device))
+            self._rows = by_row(bufs)
+            self._batches = [Weights(bufs.gate_up[:m], bufs.down[:m]) for m in range(n + 1)]
+        for (gate_up, down), (src_gate_up, src_down) in zip(self._rows, rows):
+            gate_up.copy_(src_gate_up)
+            down.copy_(src_down)
+        return self._batches[n]
 
 
 def experts_out(x: torch.Tensor, w: Weights) -> torch.Tensor:
