@@ -97,6 +97,26 @@ def ahead_rows(rows: torch.Tensor, far_rows: torch.Tensor, src: torch.Tensor,
     return torch.where((rows < 0) & match.any(1), there, rows)
 
 
+@dataclass(frozen=True)
+class Views:
+    """Layer l's slices of the step's buffers, made once: on the CPU a body runs eagerly
+    every token, and indexing a tensor is an operation of its own there."""
+
+    h: torch.Tensor  # the residual into the layer
+    hatt: torch.Tensor  # after attention
+    x: torch.Tensor  # the MoE block's input
+    w: torch.Tensor  # routing weights [K]
+    table: torch.Tensor  # the layer's rows of the lookup table [E]
+    out: torch.Tensor  # the residual out of the layer (the next one's h)
+    pack: torch.Tensor  # [P]
+    routing: torch.Tensor  # the pack's ids and rows [2K]
+    probes: torch.Tensor  # the pack's probe scores: this router's and the next one's
+    routers: torch.Tensor  # this router and the next one, side by side [E or 2E, D]
+    scores: torch.Tensor  # the pack's selected logits [K]
+    named: torch.Tensor  # the pack's read-ahead set [K]
+    found: np.ndarray  # the rows the body found, in host memory on the CPU [K]
+
+
 class Pack:
     """A layer's pack as the host reads it."""
 
@@ -147,6 +167,7 @@ class DeviceStep:
         self.pack_host = torch.zeros(L, width, dtype=torch.float32, pin_memory=True) \
             if self.cuda else self.pack
         self._pack_np = self.pack_host.numpy()
+        self.views = [self._views(l) for l in range(L)]
         self.out = torch.zeros(mc.vocab_size, dtype=torch.float32, device=dev)
         self.pos = 0
         # each layer's event, timed: one event a layer both wakes the host and times the
@@ -180,6 +201,14 @@ class DeviceStep:
         self.ahead_stream = torch.cuda.Stream(dev) if self.cuda else None
         self._fixes: dict[int, torch.cuda.CUDAGraph] = {}  # by layer
         self.captured = 0  # graphs captured so far
+
+    def _views(self, l: int) -> Views:
+        K, E, pack = self.K, self.E, self.pack[l]
+        routers = self.dec.routers[l:l + 2]  # the last layer's alone
+        return Views(self.h[l], self.hatt[l], self.x[l], self.w[l], self.table[l],
+                     self.h[l + 1], pack, pack[:2 * K], pack[2 * K:2 * K + E * len(routers)],
+                     routers.view(-1, routers.shape[-1]), pack[2 * K + 2 * E:3 * K + 2 * E],
+                     pack[3 * K + 2 * E:], self._pack_np[l, K:2 * K])
 
     def set_route(self, route: Route) -> None:
         if route != self.route:
@@ -266,7 +295,7 @@ class DeviceStep:
         if reads_staging:
             idx.numpy()[1, :n] = -1 if staged is None else staged
         if ranks is not None or not self.cuda:
-            w = self.w[layer] if ranks is None else self.w[layer][ranks]
+            w = self.views[layer].w if ranks is None else self.views[layer].w[ranks]
             dev = self.fix_rows.device
             self._fix(layer, idx[0, :n].to(dev, non_blocking=True), w,
                       idx[1, :n].to(dev, non_blocking=True) if reads_staging else None)
@@ -281,9 +310,9 @@ class DeviceStep:
 
     def _fix(self, layer: int, rows: torch.Tensor, w: torch.Tensor,
              staged: torch.Tensor | None) -> None:
-        x = self.x[layer]
-        y = self.experts.mix(x, w, rows, staged, layer, self.experts.staging)
-        torch.add(self.hatt[layer], self.dec.shared_output(layer, x, y), out=self.h[layer + 1])
+        v = self.views[layer]
+        y = self.experts.mix(v.x, w, rows, staged, layer, self.experts.staging)
+        torch.add(v.hatt, self.dec.shared_output(layer, v.x, y), out=v.out)
 
     def logits(self) -> torch.Tensor:
         """The token's logits [V] (float32), after the last layer."""
@@ -315,57 +344,54 @@ class DeviceStep:
         a = route.ahead if self.experts.speculates else None
         ahead = a is not None
         side = self._copy_set(l) if ahead and l > 0 else None
-        h = dec.embed.index_select(0, self.tokpos[:1])[0] if l == 0 else self.h[l]
+        v, E = self.views[l], self.E
+        h = dec.embed.index_select(0, self.tokpos[:1])[0] if l == 0 else v.h
         if self.branchless:
-            h = dec.attend_one(l, h, self.tokpos[1:], span, out=self.hatt[l])
+            h = dec.attend_one(l, h, self.tokpos[1:], span, out=v.hatt)
         else:
             h = dec.attention(l, h, self.pos)
-            self.hatt[l].copy_(h)
+            v.hatt.copy_(h)
         x = dec.moe_input(l, h)
-        pack, E = self.pack[l], self.E
         kernels = router_kernels.usable(x)
         probes = None
         if route.probes:  # this layer's router and layer l+1's on x in one product, written
             # in place: a copy more would be one more operation of the layer's graph
-            both = dec.routers[l:l + 2].view(-1, x.shape[-1])
-            where = pack[2 * K:2 * K + len(both)]  # [E or 2E]
-            probes = router_kernels.logits(both, x, out=where) if kernels else \
-                torch.mv(both, x.float(), out=where)
+            probes = router_kernels.logits(v.routers, x, out=v.probes) if kernels else \
+                torch.mv(v.routers, x if x.dtype == torch.float32 else x.float(), out=v.probes)
         # the kernel's rows do not depend on the rows beside them: its first E are the logits
         logits = probes[:E] if probes is not None and kernels else dec.router_logits(l, x)
         mask = None
         if route.residency:
             assert self.mask is not None  # a route that reads residency is given the mask
             mask = self.mask[l]
-        w, norm = self.w[l], dec.cfg.norm_topk_prob
+        w, norm = v.w, dec.cfg.norm_topk_prob
         # a miss the layer before read ahead is found in its speculation row (ahead_rows;
         # the bytes read ahead for a layer's first run go uncounted where it runs again:
         # the host reads the pack of its last); the pack names the set (layer 0's: none,
         # as allocated)
         spec = (self.ahead_src[l % SPEC_SETS], self.experts.spec_first(l), l * self.E,
-                pack[3 * K + 2 * E:]) if ahead and l > 0 else None
+                v.named) if ahead and l > 0 else None
         if kernels and router.plain(mask, route.bonus, route.bonus_r1):
             # the top k, their rows (-1 where not in mem, or their speculation rows), their
             # weights and the pack's ids, rows and set: one kernel
-            sel, rows = router_kernels.route(logits, self.table[l], K, norm, w, pack[:2 * K],
-                                             spec)
+            sel, rows = router_kernels.route(logits, v.table, K, norm, w, v.routing, spec)
         else:
             sel = router.select(logits, mask, K, route.protect, route.bonus, route.bonus_r1)
-            rows = self.table[l].index_select(0, sel)  # [K], -1 where not in mem
+            rows = v.table.index_select(0, sel)  # [K], -1 where not in mem
             w.copy_(router.weights(logits, sel, norm))
             if spec is not None:
                 src, first, base, named = spec
                 rows = ahead_rows(rows, sel + base, src, first)
                 named.copy_(src)
-            pack[:2 * K].copy_(torch.cat([sel, rows]))
+            v.routing.copy_(torch.cat([sel, rows]))
         far_rows = sel + l * self.E if self.experts.far is not None else None
-        self.x[l].copy_(x)
+        v.x.copy_(x)
         if route.scores:
-            pack[2 * K + 2 * E:3 * K + 2 * E].copy_(logits.index_select(0, sel))
+            v.scores.copy_(logits.index_select(0, sel))
         if a is not None and a.predictor == "prev":  # what `ok` reads (_choose_ahead)
             self.routed[l:l + 1].fill_(True)
         if self.cuda:
-            self.pack_host[l].copy_(self.pack[l], non_blocking=True)
+            self.pack_host[l].copy_(v.pack, non_blocking=True)
         if ahead and l + 1 < self.L:
             assert probes is not None  # the engine packs probes whenever it reads ahead
             self._choose_ahead(l + 1, probes[E:])
@@ -375,11 +401,11 @@ class DeviceStep:
             y = self.experts.mix(x, w, rows, far_rows, l)
         elif self.branchless:  # a missing expert computes row 0; the host fixes the layer
             y = self.experts.mix(x, w, rows.clamp(min=0))
-        elif (self._pack_np[l, K:2 * K] < 0).any():  # on the CPU the pack is host memory
+        elif (v.found < 0).any():  # on the CPU the pack is host memory
             return
         else:
             y = self.experts.mix(x, w, rows)
-        torch.add(h, dec.shared_output(l, x, y), out=self.h[l + 1])
+        torch.add(h, dec.shared_output(l, x, y), out=v.out)
 
     def _choose_ahead(self, nxt: int, scores: torch.Tensor) -> None:
         """Chooses layer `nxt`'s predicted misses, in rank order, at most `limit`, into its
