@@ -93,9 +93,10 @@ class Experts:
         `far_rows` (the CPU), a negative row read from `far` instead. Given the `dtype` they
         are computed in, experts stored narrower come widened from their rows (`wide`)."""
         if dtype is not None and widens(self.typed, dtype):
-            far = far_rows.tolist() if far_rows is not None else []
+            ids = rows.tolist()
+            far = far_rows.tolist() if far_rows is not None and min(ids) < 0 else []
             return self.wide.gather([self.by_row[r] if r >= 0 else self.far_by_row[far[j]]
-                                     for j, r in enumerate(rows.tolist())], dtype)
+                                     for j, r in enumerate(ids)], dtype)
         n = len(rows)
         batch = self.batch[:n]
         if far_rows is None:

@@ -31,8 +31,8 @@ class HostCopy:
         # gather's batch, or each row's matrices and the buffers it widens them into: one
         # user at a time
         self.batch = torch.empty(mc.top_k, ckpt.row_bytes, dtype=torch.uint8)
-        self.typed = self.layout.weights(self.mem)
-        self.by_row = by_row(self.typed) if widens(self.typed, self.dtype) else []
+        typed = self.layout.weights(self.mem)
+        self.by_row = by_row(typed) if widens(typed, self.dtype) else []
         self.wide = Wide()
         # the engine's reader and check, all queued at once
         pool = ReadPool(READERS, 0, False, 1 << 20, check=check)
