@@ -15,11 +15,11 @@ from collections.abc import Callable
 import torch
 
 from tuner.config import Config
+from tuner.engine.memory.cpu_experts import CpuExperts
 from tuner.engine.memory.host_copy import HostCopy
 from tuner.engine.memory.store import make_reads, readers_here
 from tuner.engine.session.opening import model_folder, pick_device
 from tuner.engine.weights.checkpoint import Checkpoint
-from tuner.engine.weights.model import experts_out
 from tuner.vocabulary.slots import arena_slots
 
 Step = Callable[[int, int], torch.Tensor]  # (token, position) -> logits
@@ -145,17 +145,20 @@ def pinned_copy_gbps(device: torch.device, nbytes: int = 256 << 20, reps: int = 
     return round(nbytes * reps / (ms / 1000) / 1e9, 3)
 
 
-def cpu_expert_gbps(ckpt: Checkpoint, experts: int = 64) -> float:
+def cpu_expert_gbps(ckpt: Checkpoint, beside_gpu: bool, experts: int = 64
+                    ) -> tuple[float, str]:
     """The CPU site's limit: expert bytes computed per second on the host, a layer's top-k
-    at a time, as the CPU site computes them."""
+    at a time, as the CPU site computes them beside a GPU or alone; and the way it computes
+    them (CpuExperts.way)."""
     mc = ckpt.config
-    host = HostCopy(ckpt)
+    site = CpuExperts(HostCopy(ckpt), beside_gpu)
     keys = [divmod(i, mc.num_experts) for i in range(min(experts, mc.num_layers * mc.num_experts))]
-    x = torch.randn(mc.hidden_size, dtype=host.dtype)
+    x = torch.randn(mc.hidden_size, dtype=site.dtype)
     t0 = time.perf_counter()
     for i in range(0, len(keys), mc.top_k):
-        experts_out(x, host.gather(keys[i:i + mc.top_k]))
-    return round(len(keys) * ckpt.expert_bytes / (time.perf_counter() - t0) / 1e9, 3)
+        site(x, keys[i:i + mc.top_k])
+    secs = time.perf_counter() - t0
+    return round(len(keys) * ckpt.expert_bytes / secs / 1e9, 3), site.way
 
 
 def device_copy_gbps(device: torch.device, nbytes: int = 1 << 30, reps: int = 10) -> float:

@@ -41,10 +41,13 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
     ckpt = Checkpoint(model_folder(cfg))
     emulated = bool(cfg.link_gbps and cfg.cpu_gbps)
     scale: float | None = opts.scale
+    cpu_way = None  # measured only with the real sites
     if emulated:
         link, cpu = cfg.link_gbps * opts.scale, cfg.cpu_gbps * opts.scale
     else:
-        link, cpu = pinned_copy_gbps(pick_device(cfg.device)), cpu_expert_gbps(ckpt)
+        device = pick_device(cfg.device)
+        link = pinned_copy_gbps(device)
+        cpu, cpu_way = cpu_expert_gbps(ckpt, beside_gpu=device.type == "cuda")
         scale = None
     runs: dict[float, list[Snapshot]] = {f: [] for f in fracs}
     for frac in fracs + fracs[::-1]:
@@ -64,7 +67,8 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
                      "runs": ms, "predicted_ms_per_token": round(1000 * bound / t["tokens"], 3),
                      "cpu_fraction": t["cpu_fraction"], "hit_rate": t["hit_rate"]})
     best = min(rows, key=lambda r: r["ms_per_token"])
-    return {"link_gbps": link, "cpu_gbps": cpu, "emulated": emulated, "scale": scale,
+    return {"link_gbps": link, "cpu_gbps": cpu, "cpu_way": cpu_way, "emulated": emulated,
+            "scale": scale,
             "tier": "fills the arena during the warm-up, then frozen",
             "balance_point": round(link / (link + cpu), 4),
             "measured_best_frac": best["pcie_frac"],
@@ -73,7 +77,8 @@ def measure(cfg: Config, tokens: int, opts: Options) -> dict:
 
 
 def text(s: dict) -> str:
-    lines = [f"sites: link {s['link_gbps']} GB/s, CPU {s['cpu_gbps']} GB/s (scale "
+    way = f" ({s['cpu_way']})" if s["cpu_way"] else ""
+    lines = [f"sites: link {s['link_gbps']} GB/s, CPU {s['cpu_gbps']} GB/s{way} (scale "
              f"{s['scale']}), balance point {s['balance_point']}; best pcie_frac measured "
              f"{s['measured_best_frac']}, predicted {s['predicted_best_frac']}",
              f"{'pcie_frac':>9} {'ms/token':>9} {'predicted':>9} {'cpu %':>6}"]

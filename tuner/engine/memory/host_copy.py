@@ -44,13 +44,17 @@ class HostCopy:
         finally:
             pool.close()
 
+    def index(self, key: tuple[int, int]) -> int:
+        """The row of expert `key` (layer, expert)."""
+        return key[0] * self.experts + key[1]
+
     def row(self, key: tuple[int, int]) -> torch.Tensor:
-        return self.mem[key[0] * self.experts + key[1]]
+        return self.mem[self.index(key)]
 
     def gather(self, keys: list[tuple[int, int]]) -> Weights:
         """The experts `keys` as one batch in host memory, widened to the CPU's compute dtype
         where stored narrower (Wide)."""
-        rows = [l * self.experts + e for l, e in keys]
+        rows = [self.index(key) for key in keys]
         if self.by_row:
             return self.wide.gather([self.by_row[r] for r in rows], self.dtype)
         idx = torch.tensor(rows, dtype=torch.int64)

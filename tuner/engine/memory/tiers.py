@@ -21,7 +21,6 @@ in RAM does.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,6 +30,7 @@ import numpy as np
 import torch
 
 from tuner.config import Config
+from tuner.engine.memory.cpu_experts import CpuExperts
 from tuner.engine.memory.host_copy import HostCopy
 from tuner.engine.memory.store import Timeline
 from tuner.engine.weights.model import Wide, experts_out, widens
@@ -44,9 +44,8 @@ class Sites:
     bandwidths, and the per-layer step that splits a routing between the three sites.
 
     On CUDA the link uploads each of its experts from the page-locked host copy on a stream
-    of its own and computes them there; the CPU site computes on the host, in the CPU's
-    compute dtype, and hands its outputs to the device. On the CPU both are plain copies and
-    computes."""
+    of its own and computes them there; the CPU site computes on the host (cpu_experts.py)
+    and hands its outputs to the device. On the CPU both are plain copies and computes."""
 
     def __init__(self, arena, host: HostCopy, tier: Tier, counters, clock,
                  hurry: threading.Event | None = None):
@@ -60,13 +59,7 @@ class Sites:
         self.stream = torch.cuda.Stream(self.mem.device) if self.cuda else None
         self.link_batch = torch.empty_like(arena.experts.batch)
         self.link_wide = Wide()
-        # beside a GPU the CPU site computes in the experts' own dtype on every core (in
-        # float32 a layer of OLMoE's bf16 experts took 14x its bytes' time, in bf16 1.04x:
-        # lab/cpu_site.py); alone, as the CPU computes the rest (bit for bit)
-        stored = arena.layout.parts[0].dtype
-        self.cpu_dtype = stored if self.cuda and arena.layout.quant is None \
-            and stored != host.dtype else host.dtype
-        self._all_cores = False
+        self.cpu_experts = CpuExperts(host, beside_gpu=self.cuda)
 
     def serve(self, layer: int, x: torch.Tensor, sel: list[int], cfg: Config, adapt_fetch: bool
               ) -> torch.Tensor:
@@ -154,7 +147,7 @@ class Sites:
 
     def cpu(self, x: torch.Tensor, jobs: list[tuple[int, tuple[int, int]]]) -> Future:
         """jobs: (rank, key), computed from host RAM. Result: (outputs [m, D], seconds)."""
-        return self._cpu.submit(self._run_cpu, x.to("cpu", self.cpu_dtype), jobs)
+        return self._cpu.submit(self._run_cpu, x.to("cpu", self.cpu_experts.dtype), jobs)
 
     def copy_in(self, key: tuple[int, int], dst: int) -> None:
         """The expert's bytes over the link into arena row `dst` (a tier swap or the link
@@ -191,16 +184,7 @@ class Sites:
 
     def _run_cpu(self, x, jobs):
         t0 = time.perf_counter()
-        keys = [key for _, key in jobs]
-        if x.dtype == self.host.dtype:  # widened as the CPU computes everything else
-            out = experts_out(x, self.host.gather(keys))
-        else:  # each expert from its row, in its own dtype: no copy, bytes read once
-            if not self._all_cores:
-                torch.set_num_threads(os.cpu_count() or 1)  # OpenMP's count is per thread
-                self._all_cores = True
-            layout = self.host.layout
-            out = torch.cat([experts_out(x, layout.weights(self.host.row(k)[None]))
-                             for k in keys])
+        out = self.cpu_experts(x, [key for _, key in jobs])
         self.cpu_line.pace(self.nbytes * len(jobs), t0)
         return out, time.perf_counter() - t0
 
