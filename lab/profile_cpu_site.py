@@ -1,0 +1,68 @@
+"""Where a token's time goes with every miss on the CPU site (seed 002's CPU site beside a
+GPU: cpu_pool, pcie_frac 0, an arena of 16 slots, the adaptive tier off) on one model:
+wall ms per token after a warm-up and the engine's own spans (the MoE blocks, the CPU
+site's compute); cProfile's host functions by own time and the engine's by cumulative time
+over 8 tokens; then the site's compute alone, a layer's top-k at a time: the engine's own
+(its host copy page-locked) between tokens, and as `tuner bench --only sites` prices it (a
+host copy of its own, pageable).
+
+    python3 lab/profile_cpu_site.py MODEL_FOLDER
+"""
+
+import cProfile
+import pstats
+import sys
+import time
+
+import torch
+
+from tuner.bench.limits import cpu_expert_gbps
+from tuner.engine.step.decode import Engine
+from tuner.engine.weights.checkpoint import Checkpoint
+from tuner.knobs import Config
+from tuner.vocabulary.counters import C
+
+ckpt = Checkpoint(sys.argv[1])
+cfg = Config(cpu_pool=True, pcie_frac=0.0, expert_cache=16, adapt_every=0)
+engine = Engine(ckpt, cfg, torch.device("cuda"))
+print("CPU site:", engine.sites.cpu_experts.way if engine.sites else "not made")
+
+
+def tokens(start: int, count: int) -> int:
+    for pos in range(start, start + count):
+        engine.step(1 + pos % 97, pos)
+    torch.cuda.synchronize()
+    return start + count
+
+
+pos = tokens(0, 16)
+engine.reset_counters()
+t0 = time.perf_counter()
+pos = tokens(pos, 24)
+wall = 1000 * (time.perf_counter() - t0) / 24
+counts = engine.counters.cur.sum(axis=0)  # no token ended: this step's counts hold them all
+print(f"wall {wall:.2f} ms/token; MoE blocks {counts[C.layer_ms.index] / 24:.2f}, the CPU "
+      f"site's compute {counts[C.cpu_ms.index] / 24:.2f} ms/token")
+host = cProfile.Profile()
+host.enable()
+pos = tokens(pos, 8)
+host.disable()
+stats = pstats.Stats(host)
+stats.sort_stats("tottime").print_stats(22)
+stats.sort_stats("cumulative").print_stats("tuner", 22)
+mc = ckpt.config
+site = engine.sites.cpu_experts
+keys = [divmod(i, mc.num_experts) for i in range(0, mc.num_layers * mc.num_experts, 3)]
+x = torch.randn(mc.hidden_size).to(site.dtype)
+site(x, keys[:mc.top_k])
+t0 = time.perf_counter()
+for i in range(0, len(keys) - mc.top_k + 1, mc.top_k):
+    site(x, keys[i:i + mc.top_k])
+took = time.perf_counter() - t0
+layer = 1000 * took / (len(keys) // mc.top_k)
+print(f"the engine's site alone, between tokens (its page-locked host copy): {layer:.3f} ms "
+      f"a layer's top-k, {layer * mc.num_layers:.1f} ms/token")
+gbps, way = cpu_expert_gbps(ckpt, beside_gpu=True)
+layer = mc.top_k * ckpt.expert_bytes / (gbps * 1e9) * 1000
+print(f"a site of its own on a pageable host copy ({way}): {gbps} GB/s, {layer:.3f} ms a "
+      f"layer's top-k, {layer * mc.num_layers:.1f} ms/token")
