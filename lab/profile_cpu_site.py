@@ -26,6 +26,11 @@ ckpt = Checkpoint(sys.argv[1])
 cfg = Config(cpu_pool=True, pcie_frac=0.0, expert_cache=16, adapt_every=0)
 engine = Engine(ckpt, cfg, torch.device("cuda"))
 print("CPU site:", engine.sites.cpu_experts.way if engine.sites else "not made")
+try:
+    import numba
+    print("numba's thread layer:", numba.threading_layer(), numba.get_num_threads(), "threads")
+except (ImportError, ValueError) as err:  # ValueError: no parallel kernel has run yet
+    print("numba:", err)
 
 
 def tokens(start: int, count: int) -> int:
