@@ -31,7 +31,7 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a.float() - b).norm() / b.norm()).item()
 
 
-def x_for(host: HostCopy, site: CpuExperts) -> torch.Tensor:
+def x_for(host: HostCopy) -> torch.Tensor:
     d = host.layout.by_name["down"].shape[0]
     return torch.randn(d, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
 
@@ -40,11 +40,13 @@ def test_beside_a_gpu_bf16_rows_are_read_in_place_with_float32_sums(host):
     pytest.importorskip("numba")
     site = CpuExperts(host, beside_gpu=True)
     assert site.kernel is not None and site.dtype == torch.float32 and "numba" in site.way
-    x = x_for(host, site)
+    x = x_for(host)
     out = site(x.to(site.dtype), KEYS)
     assert out.shape == (len(KEYS), x.numel()) and out.dtype == torch.float32
     assert relative(out, exact(host, x)) < 1e-5  # float32 sums, only their order differs
     assert torch.equal(site(x.to(site.dtype), KEYS), out)  # the same bits every call
+    # without the GIL: the link site's thread runs beside it, not after it
+    assert bf16_rows._kernel().targetoptions["nogil"]
 
 
 def test_without_numba_torch_computes_them_in_bf16(host, monkeypatch):
@@ -52,7 +54,7 @@ def test_without_numba_torch_computes_them_in_bf16(host, monkeypatch):
     site = CpuExperts(host, beside_gpu=True)
     assert site.kernel is None and site.dtype == torch.bfloat16
     assert site.way == "torch, bfloat16, an expert at a time"
-    x = x_for(host, site)
+    x = x_for(host)
     assert relative(site(x, KEYS), exact(host, x)) < 2e-2  # bf16 products round as they go
 
 
@@ -60,7 +62,7 @@ def test_alone_the_site_computes_as_the_cpu_computes_every_expert(host):
     site = CpuExperts(host, beside_gpu=False)
     assert site.kernel is None and site.dtype == torch.float32
     assert site.way == "torch, float32, widened batch"
-    x = x_for(host, site).float()
+    x = x_for(host).float()
     assert torch.equal(site(x, KEYS), exact(host, x))  # bit for bit: the site does not matter
 
 
@@ -74,7 +76,7 @@ def test_two_sites_computing_at_once_take_turns(host):
     kernel at once: two engines' CPU sites in one process take turns."""
     pytest.importorskip("numba")
     sites = [CpuExperts(host, beside_gpu=True) for _ in range(2)]
-    x = x_for(host, sites[0]).float()
+    x = x_for(host).float()
     want = sites[0](x, KEYS)
     outs: list[torch.Tensor] = []
 

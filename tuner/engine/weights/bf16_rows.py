@@ -38,7 +38,8 @@ def _kernel():
     def bf16(u):  # a bf16's bits are a float32's upper half
         return np.uint32(np.uint32(u) << 16).view(np.float32)
 
-    @numba.njit(parallel=True, fastmath=True, cache=True)
+    # nogil: the link site's thread and the session's keep running while it computes
+    @numba.njit(parallel=True, fastmath=True, cache=True, nogil=True)
     def experts(mem, rows, gate_up, down, inter, x, out):
         """mem [n, row] uint16 (the rows as bf16 bits); rows [k]; gate_up, down: where each
         matrix starts in a row, in elements; inter: I; x [D] float32 -> out [k, D] float32."""
