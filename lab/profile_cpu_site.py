@@ -1,10 +1,11 @@
 """Where a token's time goes with every miss on the CPU site (seed 002's CPU site beside a
 GPU: cpu_pool, pcie_frac 0, an arena of 16 slots, the adaptive tier off) on one model:
-wall ms per token after a warm-up and the engine's own spans (the MoE blocks, the CPU
-site's compute); cProfile's host functions by own time and the engine's by cumulative time
-over 8 tokens; then the site's compute alone, a layer's top-k at a time: the engine's own
-(its host copy page-locked) between tokens, and as `tuner bench --only sites` prices it (a
-host copy of its own, pageable).
+wall ms per token after a warm-up and the engine's own spans (the layers, whole since the
+sites have a step of their own, the MoE block alone before; the CPU site's compute);
+cProfile's host functions by own time and the engine's by cumulative time over 8 tokens;
+then the site's compute alone, a layer's top-k at a time: the engine's own (its host copy
+page-locked) between tokens, and as `tuner bench --only sites` prices it (a host copy of
+its own, pageable).
 
     python3 lab/profile_cpu_site.py MODEL_FOLDER
 """
@@ -46,7 +47,7 @@ t0 = time.perf_counter()
 pos = tokens(pos, 24)
 wall = 1000 * (time.perf_counter() - t0) / 24
 counts = engine.counters.cur.sum(axis=0)  # no token ended: this step's counts hold them all
-print(f"wall {wall:.2f} ms/token; MoE blocks {counts[C.layer_ms.index] / 24:.2f}, the CPU "
+print(f"wall {wall:.2f} ms/token; layers {counts[C.layer_ms.index] / 24:.2f}, the CPU "
       f"site's compute {counts[C.cpu_ms.index] / 24:.2f} ms/token")
 host = cProfile.Profile()
 host.enable()

@@ -133,3 +133,31 @@ def test_tier_round_swaps_and_mode_2_skips_admitted_layers():
     assert {k for _, k, _ in moves} == {(0, 1), (0, 2)}
     assert slots.resident((1, 1)) and not slots.resident((1, 0))
     assert not tier.admitted
+
+
+def test_the_sites_bodies_route_and_pack_the_input_the_cpu_site_reads(tiny_config, monkeypatch):
+    """With cpu_pool the layers' bodies attend and route with the shapes they have on CUDA
+    and stop there (Route.sites): each pack carries the layer's MoE input exactly, and the
+    output is the device-first path's bit for bit."""
+    from tuner.engine.step.decode import Engine
+    from tuner.engine.weights import model
+    from tuner.engine.weights.checkpoint import Checkpoint
+
+    monkeypatch.setattr(model, "FIXED_SHAPES", {"cpu", "cuda"})
+    cfg = replace(tiny_config, device="cpu", prefill=False)
+    logits = {}
+    for name, changes in (("base", {}), ("sites", {**SITES, "pcie_frac": 0.5})):
+        engine = Engine(Checkpoint(cfg.model), replace(cfg, **changes), torch.device("cpu"))
+        try:
+            logits[name] = [engine.step(tok, pos) for pos, tok in enumerate((3, 5, 7, 11))]
+            run = engine.device_step
+            assert run is not None and run.branchless and run.route.sites == bool(changes)
+            if changes:
+                assert engine.sites_now()
+                for l, v in enumerate(run.views):
+                    pack = run.read(l)
+                    assert pack.x is not None
+                    assert torch.equal(torch.from_numpy(pack.x), v.x.float())
+        finally:
+            engine.close()
+    assert all(torch.equal(a, b) for a, b in zip(logits["base"], logits["sites"]))

@@ -61,11 +61,13 @@ class Sites:
         self.link_wide = Wide()
         self.cpu_experts = CpuExperts(host, beside_gpu=self.cuda)
 
-    def serve(self, layer: int, x: torch.Tensor, sel: list[int], cfg: Config, adapt_fetch: bool
-              ) -> torch.Tensor:
-        """The layer's expert outputs [k, D] in rank order: residents on the device, the
-        link share over the link (admitted into the arena when adapt-fetch allows), the rest
-        on the CPU; the three run concurrently."""
+    def serve(self, layer: int, x: torch.Tensor, sel: list[int], w: torch.Tensor, cfg: Config,
+              adapt_fetch: bool, x_host: torch.Tensor | None = None) -> torch.Tensor:
+        """The layer's routed experts `sel` on x, weighted by `w` [k] and summed in rank
+        order [D]: residents on the device, the link share over the link (admitted into the
+        arena when adapt-fetch allows), the rest on the CPU; the three run concurrently.
+        `x_host`: x already in host memory (float32), so the CPU site need not wait for a
+        copy of its own."""
         slots, add, tier = self.arena.slots, self.counters.add, self.tier
         add(layer, C.lookups, len(sel))
         plan = slots.claim_layer(layer, sel, stream=False)
@@ -94,7 +96,7 @@ class Sites:
             tier.admitted.add(layer)
             jobs.append((r, (layer, e), slot, cfg.adapt_fetch_verify))
         link_job = self.link(x, jobs) if jobs else None
-        cpu_job = self.cpu(x, cpu) if cpu else None
+        cpu_job = self.cpu(x if x_host is None else x_host, cpu) if cpu else None
         ranks, parts = [], []
         if resident:
             with self.clock.span(layer, C.vram_ms):
@@ -118,8 +120,11 @@ class Sites:
             ranks += [r for r, _ in cpu]
             add(layer, C.cpu_ms, 1000 * secs)
             add(layer, C.cpu_experts, len(cpu))
-        order = sorted(range(len(ranks)), key=ranks.__getitem__)  # back to rank order
-        return torch.cat(parts)[torch.tensor(order, device=x.device)]
+        outs = parts[0] if len(parts) == 1 else torch.cat(parts)
+        if ranks != sorted(ranks):  # back to rank order
+            order = sorted(range(len(ranks)), key=ranks.__getitem__)
+            outs = outs[torch.tensor(order, device=x.device)]
+        return w.to(outs.dtype) @ outs
 
     def tier_round(self, cfg: Config, adapt_fetch: bool) -> None:
         """One round of the adaptive tier: its swaps copied over the link and counted."""

@@ -3,9 +3,10 @@
 `Engine` holds the parts (the decoder, the arena and its slot map, the speculator, the
 probe, the three sites, the quality probe) and picks the path a token takes: device first
 (device_first.py), where each layer's device work runs before the host's and the hit path
-never waits on the host, or host-driven (host_driven.py) for the three sites, a routing
+never waits on the host; the three sites' (sites_step.py), where the same bodies attend
+and route and the sites compute the experts; or host-driven (host_driven.py) for a routing
 trace and a route recording, where the host routes each layer before its experts run.
-Both do a layer's host work through layer_work.py; prompts of more than a few tokens go
+Each does a layer's host work through layer_work.py; prompts of more than a few tokens go
 through every layer together (prefill.py). Live settings are applied between tokens
 (live.py). The quality probe (quality.py) runs the exact model on sampled tokens before
 `step`, outside the token's timing (`exact_first`).
@@ -33,6 +34,7 @@ from tuner.engine.step.probe import Probe
 from tuner.engine.step.quality import QualityProbe
 from tuner.engine.step.route_log import RouteLog
 from tuner.engine.step.routing_source import open_routing
+from tuner.engine.step.sites_step import SitesStep
 from tuner.engine.step.speculate import Speculator
 from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.engine.weights.model import Decoder, compute_dtype
@@ -67,6 +69,7 @@ class Engine:
         self.quality: QualityProbe | None = None  # made when quality_every is first set
         self.work = LayerWork(self)
         self.device_first, self.host_driven = DeviceFirst(self), HostDriven(self)
+        self.sites_step = SitesStep(self)
         self.steps = 0
         # a token's probe scores and layer times, counted under the next token's first
         # layers (`count_last_token`): the steps ended when it ran, or None when counted
@@ -101,11 +104,15 @@ class Engine:
         """The host routes each layer first: the three sites, a routing trace, a recording."""
         return bool(self.cfg.cpu_pool) or self.routing is not None or self.route_log is not None
 
+    def sites_now(self) -> bool:
+        """The three sites serve the model's own routing (sites_step.py)."""
+        return bool(self.cfg.cpu_pool) and self.routing is None and self.route_log is None
+
     def warm_up(self) -> None:
-        """On CUDA, the device-first path's graphs and kernels made before a token needs
-        them, counted apart (DeviceFirst.warm_up). Runs when the engine is built and after a
+        """On CUDA, the layer bodies' graphs and kernels made before a token needs them,
+        counted apart (DeviceFirst.warm_up). Runs when the engine is built and after a
         change that drops graphs."""
-        if self.cuda and not self.host_driven_now():
+        if self.cuda and (self.sites_now() or not self.host_driven_now()):
             self.device_first.warm_up()
 
     def notes(self) -> list[str]:
@@ -155,7 +162,8 @@ class Engine:
             assert self.sites is not None  # made when cpu_pool was first switched on
             self.sites.tier_round(cfg, self.adapt_fetch)
         self.steps += 1
-        path = self.host_driven if host_driven else self.device_first
+        path = self.sites_step if self.sites_now() else \
+            self.host_driven if host_driven else self.device_first
         logits = path.step(token, pos)
         self._uncounted = self.counters.ended
         if self.routing is not None:

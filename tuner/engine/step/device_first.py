@@ -65,13 +65,15 @@ class DeviceFirst:
         return self.run
 
     def route(self) -> Route:
-        """How the bodies route and read ahead at the current settings."""
+        """How the bodies route and read ahead at the current settings; with `cpu_pool`
+        they stop after routing and the sites compute the experts (sites_step.py)."""
         eng = self.engine
-        cfg, ahead = eng.cfg, self._ahead()
+        cfg, sites = eng.cfg, bool(eng.cfg.cpu_pool)
+        ahead = None if sites else self._ahead()
         if not eng.use_residency:  # exact top-k: the moce knobs change nothing
-            return Route(probes=True, scores=eng.dropping, ahead=ahead)
+            return Route(probes=True, scores=eng.dropping, ahead=ahead, sites=sites)
         return Route(True, cfg.moce_protect, cfg.moce_bonus, cfg.moce_bonus_r1, probes=True,
-                     scores=eng.dropping, ahead=ahead)
+                     scores=eng.dropping, ahead=ahead, sites=sites)
 
     def _ahead(self) -> Ahead | None:
         """With misses read in place the device speculates: each layer's body reads the
@@ -203,7 +205,7 @@ class DeviceFirst:
         graphs for every attention span and the kernels their first runs build. Their time
         is counted apart (warmup_ms on each layer's row), never in a token's."""
         eng = self.engine
-        took = self.bodies().warm(fixes=not eng.arena.direct)
+        took = self.bodies().warm(fixes=not (eng.arena.direct or eng.cfg.cpu_pool))
         if any(took):
             for layer, seconds in enumerate(took):
                 eng.counters.add(layer, C.warmup_ms, 1000 * seconds)

@@ -19,7 +19,12 @@ the missing bytes and `fix` computes the layer's experts again from the rows it 
 the same gather, the same batched products, the same rank-order sum, so the output is what
 computing them all together gives (bit for bit).
 
-Shapes: D hidden, E experts, K top-k, L layers, P pack width (4K + 2E).
+Where the three sites compute the experts (`cpu_pool`, Route.sites) a body stops after
+routing: its pack carries the MoE input too, the host has the sites compute the layer's
+experts (tiers.py), and `finish` writes the layer's output from their sum.
+
+Shapes: D hidden, E experts, K top-k, L layers, P pack width (4K + 2E, and D more with the
+sites).
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ class Route:
     probes: bool = False  # pack the probe's scores (this layer's and the next router's)
     scores: bool = False  # pack the selected experts' logits (drop_cold)
     ahead: Ahead | None = None  # read the next layer's predicted misses ahead
+    sites: bool = False  # the three sites compute the experts: the body stops after routing
+    # and packs the MoE input (float32), `finish` ends the layer
 
 
 def choose(scores: torch.Tensor, pred: torch.Tensor | None, ok: torch.Tensor | None,
@@ -114,6 +121,7 @@ class Views:
     routers: torch.Tensor  # this router and the next one, side by side [E or 2E, D]
     scores: torch.Tensor  # the pack's selected logits [K]
     named: torch.Tensor  # the pack's read-ahead set [K]
+    xs: torch.Tensor  # the pack's MoE input, for the sites [D]
     found: np.ndarray  # the rows the body found, in host memory on the CPU [K]
 
 
@@ -131,8 +139,10 @@ class Pack:
         # the experts read ahead for this layer by the one before it: the set's far rows
         # (layer * E + expert; -1 none), of which those of this layer count
         base = layer * E
-        self.ahead = [r - base for r in row[3 * K + 2 * E:].astype(np.int64).tolist()
-                      if base <= r < base + E] if route.ahead else []
+        self.ahead = [r - base for r in row[3 * K + 2 * E:4 * K + 2 * E].astype(np.int64)
+                      .tolist() if base <= r < base + E] if route.ahead else []
+        # the MoE input, read in place (the pack's next write is this layer's next run)
+        self.x = row[4 * K + 2 * E:] if route.sites else None
 
     @property
     def found(self) -> bool:
@@ -160,9 +170,9 @@ class DeviceStep:
         self.hatt = torch.zeros(L, D, dtype=dec.dtype, device=dev)  # after attention
         self.x = torch.zeros(L, D, dtype=dec.dtype, device=dev)  # the MoE block's input
         self.w = torch.zeros(L, K, dtype=torch.float32, device=dev)  # routing weights
-        width = 4 * K + 2 * E
+        width = 4 * K + 2 * E + D
         self.pack = torch.zeros(L, width, dtype=torch.float32, device=dev)
-        self.pack[:, 3 * K + 2 * E:] = -1  # no set read ahead (layer 0's, always)
+        self.pack[:, 3 * K + 2 * E:4 * K + 2 * E] = -1  # no set read ahead (layer 0's, always)
         # on CUDA the body copies its pack here, in pinned memory; on the CPU it is the pack
         self.pack_host = torch.zeros(L, width, dtype=torch.float32, pin_memory=True) \
             if self.cuda else self.pack
@@ -208,7 +218,8 @@ class DeviceStep:
         return Views(self.h[l], self.hatt[l], self.x[l], self.w[l], self.table[l],
                      self.h[l + 1], pack, pack[:2 * K], pack[2 * K:2 * K + E * len(routers)],
                      routers.view(-1, routers.shape[-1]), pack[2 * K + 2 * E:3 * K + 2 * E],
-                     pack[3 * K + 2 * E:], self._pack_np[l, K:2 * K])
+                     pack[3 * K + 2 * E:4 * K + 2 * E], pack[4 * K + 2 * E:],
+                     self._pack_np[l, K:2 * K])
 
     def set_route(self, route: Route) -> None:
         if route != self.route:
@@ -302,6 +313,17 @@ class DeviceStep:
         else:
             self.fix_rows[layer].copy_(idx, non_blocking=True)
             self._fix_graph(layer).replay()
+        self._ended(layer)
+
+    def finish(self, layer: int, y: torch.Tensor) -> None:
+        """Layer `layer`'s output from its routed experts' weighted sum `y` [D], which the
+        sites computed after its body (Route.sites); its span ends after it."""
+        v = self.views[layer]
+        torch.add(v.hatt, self.dec.shared_output(layer, v.x, y), out=v.out)
+        self._ended(layer)
+
+    def _ended(self, layer: int) -> None:
+        """The layer's span ends after the work just queued."""
         if not self.cuda:
             self.spans[layer][1] = time.perf_counter()
             return
@@ -390,8 +412,13 @@ class DeviceStep:
             v.scores.copy_(logits.index_select(0, sel))
         if a is not None and a.predictor == "prev":  # what `ok` reads (_choose_ahead)
             self.routed[l:l + 1].fill_(True)
-        if self.cuda:
-            self.pack_host[l].copy_(v.pack, non_blocking=True)
+        if route.sites:
+            v.xs.copy_(x)
+        if self.cuda:  # the MoE input crosses only when the sites ask for it
+            n = None if route.sites else 4 * K + 2 * E
+            self.pack_host[l, :n].copy_(v.pack[:n], non_blocking=True)
+        if route.sites:  # the sites compute the experts; `finish` ends the layer
+            return
         if ahead and l + 1 < self.L:
             assert probes is not None  # the engine packs probes whenever it reads ahead
             self._choose_ahead(l + 1, probes[E:])

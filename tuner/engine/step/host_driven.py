@@ -60,8 +60,7 @@ class HostDriven:
                 w = w[ranks]
         if cfg.cpu_pool:
             assert eng.sites is not None  # made when cpu_pool was first switched on
-            outs = eng.sites.serve(l, x, sel, cfg, eng.adapt_fetch)
-            y = w.to(outs.dtype) @ outs if sel else None
+            y = eng.sites.serve(l, x, sel, w, cfg, eng.adapt_fetch) if sel else None
         else:
             rows, timely, waited = work.serve(l, served, ranks, routed)
             work.land(l, timely, waited)
