@@ -41,7 +41,7 @@ def test_beside_a_gpu_bf16_rows_are_read_in_place_with_float32_sums(host):
     site = CpuExperts(host, beside_gpu=True)
     assert site.kernel is not None and site.dtype == torch.float32 and "numba" in site.way
     x = x_for(host)
-    out = site(x.to(site.dtype), KEYS)
+    out = site(x.to(site.dtype), KEYS).clone()  # the kernel's buffer: the next call's too
     assert out.shape == (len(KEYS), x.numel()) and out.dtype == torch.float32
     assert relative(out, exact(host, x)) < 1e-5  # float32 sums, only their order differs
     assert torch.equal(site(x.to(site.dtype), KEYS), out)  # the same bits every call
@@ -77,11 +77,11 @@ def test_two_sites_computing_at_once_take_turns(host):
     pytest.importorskip("numba")
     sites = [CpuExperts(host, beside_gpu=True) for _ in range(2)]
     x = x_for(host).float()
-    want = sites[0](x, KEYS)
+    want = sites[0](x, KEYS).clone()
     outs: list[torch.Tensor] = []
 
     def work(site: CpuExperts) -> None:
-        outs.extend(site(x, KEYS) for _ in range(20))
+        outs.extend(site(x, KEYS).clone() for _ in range(20))
 
     threads = [threading.Thread(target=work, args=(s,)) for s in sites]
     for t in threads:
@@ -89,3 +89,26 @@ def test_two_sites_computing_at_once_take_turns(host):
     for t in threads:
         t.join()
     assert len(outs) == 40 and all(torch.equal(o, want) for o in outs)
+
+
+def test_the_kernel_takes_only_shapes_its_pairs_and_fours_divide(host):
+    """It reads bf16s in pairs and computes four rows at once: a layout it cannot divide
+    goes to torch instead of being read past its rows."""
+    pytest.importorskip("numba")
+    from dataclasses import replace
+
+    layout = host.layout
+    assert bf16_rows.load(host.mem, layout) is not None
+    down = layout.by_name["down"]
+    odd = tuple(replace(p, shape=(p.shape[0], p.shape[1] - 1)) if p is down else p
+                for p in layout.parts)
+    assert bf16_rows.load(host.mem, replace(layout, parts=odd)) is None
+
+
+def test_its_outputs_are_page_locked_beside_a_gpu_only(host):
+    pytest.importorskip("numba")
+    kernel = bf16_rows.load(host.mem, host.layout)
+    assert kernel is not None
+    out = kernel([0, 1], x_for(host).float())
+    assert out.is_pinned() == host.mem.is_pinned()
+    assert kernel([2], x_for(host).float()).data_ptr() == out.data_ptr()  # one buffer

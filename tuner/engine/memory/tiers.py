@@ -116,7 +116,7 @@ class Sites:
             add(layer, C.mismatches, mismatches)
         if cpu_job is not None:
             out, secs = cpu_job.result()
-            parts.append(out.to(x.device, x.dtype))
+            parts.append(out.to(x.device, x.dtype, non_blocking=True))  # page-locked
             ranks += [r for r, _ in cpu]
             add(layer, C.cpu_ms, 1000 * secs)
             add(layer, C.cpu_experts, len(cpu))
