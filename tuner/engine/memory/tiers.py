@@ -40,8 +40,10 @@ from tuner.vocabulary.slots import MISS, RESIDENT, SlotMap
 
 
 class Sites:
-    """The link and CPU sites beside the arena: one worker thread each, paced by emulated
-    bandwidths, and the per-layer step that splits a routing between the three sites.
+    """The link and CPU sites beside the arena, paced by emulated bandwidths, and the
+    per-layer step that splits a routing between the three sites. The link has a worker
+    thread; the CPU site one where torch computes it (numba's kernel, which releases the
+    GIL, runs on the caller's thread).
 
     On CUDA the link uploads each of its experts from the page-locked host copy on a stream
     of its own and computes them there; the CPU site computes on the host (cpu_experts.py)
@@ -96,13 +98,25 @@ class Sites:
             tier.admitted.add(layer)
             jobs.append((r, (layer, e), slot, cfg.adapt_fetch_verify))
         link_job = self.link(x, jobs) if jobs else None
-        cpu_job = self.cpu(x if x_host is None else x_host, cpu) if cpu else None
+        x_cpu = (x if x_host is None else x_host).to("cpu", self.cpu_experts.dtype) \
+            if cpu else None
+        # numba's kernel runs on this thread, without the GIL, once the device's and the
+        # link's work is queued: a worker thread's round trip cost more than it overlapped
+        cpu_job = self._cpu.submit(self._run_cpu, x_cpu, cpu) \
+            if cpu and self.cpu_experts.kernel is None else None
         ranks, parts = [], []
         if resident:
             with self.clock.span(layer, C.vram_ms):
                 parts.append(experts_out(x, self.arena.gather([s for _, s in resident],
                                                               x.dtype)))
             ranks += [r for r, _ in resident]
+        cpu_out = None
+        if cpu:
+            out, secs = self._run_cpu(x_cpu, cpu) if cpu_job is None else cpu_job.result()
+            # up as it is (page-locked, so without waiting), widened or narrowed there
+            cpu_out = out.to(x.device, non_blocking=True).to(x.dtype)
+            add(layer, C.cpu_ms, 1000 * secs)
+            add(layer, C.cpu_experts, len(cpu))
         if link_job is not None:
             out, secs, verified, mismatches = link_job.result()
             for _, key, dst, _ in jobs:  # admitted experts, now in their rows
@@ -114,12 +128,9 @@ class Sites:
             add(layer, C.bytes_link, len(jobs) * self.nbytes)
             add(layer, C.verified, verified)
             add(layer, C.mismatches, mismatches)
-        if cpu_job is not None:
-            out, secs = cpu_job.result()
-            parts.append(out.to(x.device, x.dtype, non_blocking=True))  # page-locked
+        if cpu_out is not None:
+            parts.append(cpu_out)
             ranks += [r for r, _ in cpu]
-            add(layer, C.cpu_ms, 1000 * secs)
-            add(layer, C.cpu_experts, len(cpu))
         outs = parts[0] if len(parts) == 1 else torch.cat(parts)
         if ranks != sorted(ranks):  # back to rank order
             order = sorted(range(len(ranks)), key=ranks.__getitem__)
@@ -149,10 +160,6 @@ class Sites:
             x_ready = torch.cuda.Event()
             x_ready.record()
         return self._link.submit(self._run_link, x, x_ready, jobs)
-
-    def cpu(self, x: torch.Tensor, jobs: list[tuple[int, tuple[int, int]]]) -> Future:
-        """jobs: (rank, key), computed from host RAM. Result: (outputs [m, D], seconds)."""
-        return self._cpu.submit(self._run_cpu, x.to("cpu", self.cpu_experts.dtype), jobs)
 
     def copy_in(self, key: tuple[int, int], dst: int) -> None:
         """The expert's bytes over the link into arena row `dst` (a tier swap or the link
