@@ -100,10 +100,12 @@ class Sites:
         link_job = self.link(x, jobs) if jobs else None
         x_cpu = (x if x_host is None else x_host).to("cpu", self.cpu_experts.dtype) \
             if cpu else None
-        # numba's kernel runs on this thread, without the GIL, once the device's and the
-        # link's work is queued: a worker thread's round trip cost more than it overlapped
-        cpu_job = self._cpu.submit(self._run_cpu, x_cpu, cpu) \
-            if cpu and self.cpu_experts.kernel is None else None
+        # with every miss on the CPU numba's kernel runs on this thread, without the GIL,
+        # once the device's work is queued: a worker's round trip made a layer 0.18 ms
+        # slower on the H200 host (lab/cpu_site_gaps.py). Beside the link it runs on the
+        # worker: on this thread it made pcie_frac 0.5 a third slower there.
+        on_worker = self.cpu_experts.kernel is None or cfg.pcie_frac > 0
+        cpu_job = self._cpu.submit(self._run_cpu, x_cpu, cpu) if cpu and on_worker else None
         ranks, parts = [], []
         if resident:
             with self.clock.span(layer, C.vram_ms):
