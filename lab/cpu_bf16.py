@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lab.cpu_layer import D, E, I, K, Layer
+from lab.cpu_layer import D, I, K, Layer
 from tuner.engine.weights import bf16_rows
 
 experts = bf16_rows._kernel()  # the kernel as the engine's CPU site runs it
@@ -24,12 +24,7 @@ experts = bf16_rows._kernel()  # the kernel as the engine's CPU site runs it
 layer = Layer()
 numba.set_num_threads(layer.threads)
 print(f"threads {layer.threads}, numba {numba.__version__}")
-# the host copy: one row an expert, gate/up [2I, D] then down [D, I]
-gu_n, dn_n = 2 * I * D, D * I
-mem = torch.empty(E, gu_n + dn_n, dtype=torch.bfloat16)
-mem[:, :gu_n] = layer.gate_up.reshape(E, -1)
-mem[:, gu_n:] = layer.down.reshape(E, -1)
-mem16 = mem.view(torch.int16).numpy().view(np.uint16)
+mem16, gu_n = layer.host_rows()  # laid out as the engine's host copy
 x32 = layer.x.to(torch.bfloat16).float()  # the site's input arrives in bf16
 xn = x32.numpy()
 out = np.empty((K, D), np.float32)
@@ -51,17 +46,9 @@ def mm(sel):  # torch's fastest bf16 way in lab/cpu_kernels.py
     return torch.cat(outs)
 
 
-def exact(sel):
-    outs = []
-    for e in sel:
-        h = F.linear(x32, layer.gate_up[e].float())
-        outs.append(F.linear(F.silu(h[:I]) * h[I:], layer.down[e].float()))
-    return torch.stack(outs)
-
-
 read_gbps, floor = layer.floor()
 print(f"copy reads {read_gbps:.1f} GB/s, floor {floor:.3f} ms/layer")
-ref = exact(list(range(K)))
+ref = layer.exact(list(range(K)))
 kernel(list(range(K)))  # compiles (or loads the cache)
 numba.set_num_threads(layer.threads)
 for name, fn in (("torch mm", mm), ("numba", kernel)) * 2:

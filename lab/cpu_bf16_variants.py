@@ -32,9 +32,8 @@ from pathlib import Path
 import numba
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from lab.cpu_layer import D, E, I, K, Layer
+from lab.cpu_layer import D, I, K, Layer
 from tuner.engine.weights import bf16_rows
 
 jit = numba.njit(parallel=True, fastmath=True, nogil=True, cache=False)
@@ -70,6 +69,16 @@ def rows(w, s, n):  # the four rows of n from s
 
 
 @jit
+def down4(mem, rows_, down, inter, a, out):
+    """Four down rows an iteration (rows4 and fused)."""
+    k, d = rows_.shape[0], out.shape[1]
+    for t in numba.prange(k * d // 4):
+        j, o = t // (d // 4), t % (d // 4) * 4
+        w0, w1, w2, w3 = rows(mem[rows_[j]], down + o * inter, inter)
+        out[j, o], out[j, o + 1], out[j, o + 2], out[j, o + 3] = dot4(w0, w1, w2, w3, a[j])
+
+
+@jit
 def rows4(mem, rows_, gate_up, down, inter, x, out):
     k, d, two_i = rows_.shape[0], x.shape[0], 2 * inter
     h = np.empty((k, two_i), np.float32)
@@ -81,10 +90,7 @@ def rows4(mem, rows_, gate_up, down, inter, x, out):
     for j in range(k):
         for i in range(inter):
             a[j, i] = silu_mul(h[j, i], h[j, inter + i])
-    for t in numba.prange(k * d // 4):
-        j, o = t // (d // 4), t % (d // 4) * 4
-        w0, w1, w2, w3 = rows(mem[rows_[j]], down + o * inter, inter)
-        out[j, o], out[j, o + 1], out[j, o + 2], out[j, o + 3] = dot4(w0, w1, w2, w3, a[j])
+    down4(mem, rows_, down, inter, a, out)
 
 
 @jit
@@ -97,10 +103,7 @@ def fused(mem, rows_, gate_up, down, inter, x, out):
         u = g + inter * d  # up row o: gate's I rows further on
         g0, g1, u0, u1 = dot4(w[g:g + d], w[g + d:g + 2 * d], w[u:u + d], w[u + d:u + 2 * d], x)
         a[j, o], a[j, o + 1] = silu_mul(g0, u0), silu_mul(g1, u1)
-    for t in numba.prange(k * d // 4):
-        j, o = t // (d // 4), t % (d // 4) * 4
-        w0, w1, w2, w3 = rows(mem[rows_[j]], down + o * inter, inter)
-        out[j, o], out[j, o + 1], out[j, o + 2], out[j, o + 3] = dot4(w0, w1, w2, w3, a[j])
+    down4(mem, rows_, down, inter, a, out)
 
 
 @jit
@@ -152,11 +155,7 @@ def fmas(fn) -> str:
 layer = Layer()
 numba.set_num_threads(layer.threads)
 print(f"threads {layer.threads}, numba {numba.__version__}")
-gu_n, dn_n = 2 * I * D, D * I
-mem = torch.empty(E, gu_n + dn_n, dtype=torch.bfloat16)
-mem[:, :gu_n] = layer.gate_up.reshape(E, -1)
-mem[:, gu_n:] = layer.down.reshape(E, -1)
-mem16 = mem.view(torch.int16).numpy().view(np.uint16)
+mem16, gu_n = layer.host_rows()  # laid out as the engine's host copy
 # the same bytes where the kernel may take 2 MiB pages (torch's allocations do not ask)
 huge = mmap.mmap(-1, mem16.nbytes + (2 << 20))
 huge.madvise(mmap.MADV_HUGEPAGE)
@@ -186,14 +185,6 @@ def way(kernel, name=""):
     return run
 
 
-def exact(sel):
-    outs = []
-    for e in sel:
-        h = F.linear(x32, layer.gate_up[e].float())
-        outs.append(F.linear(F.silu(h[:I]) * h[I:], layer.down[e].float()))
-    return torch.stack(outs)
-
-
 def rel(a, b):
     return ((a - b).norm() / b.norm()).item()
 
@@ -201,7 +192,7 @@ def rel(a, b):
 read_gbps, floor = layer.floor()
 print(f"copy reads {read_gbps:.1f} GB/s, floor {floor:.3f} ms/layer")
 sel = list(range(K))
-ref = exact(sel)
+ref = layer.exact(sel)
 outs = {name: way(fn, name)(sel) for name, fn in variants.items()}  # compiles each
 print(f"threading layer {numba.threading_layer()}")  # workqueue, omp or tbb
 numba.set_num_threads(layer.threads)

@@ -5,7 +5,9 @@ one takes, and the floor: the layer's bytes at the read rate of a plain copy."""
 import sys
 import time
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 
 D, I, E, K = 2048, 1024, 64, 8
 
@@ -22,6 +24,26 @@ class Layer:
         self.down = (torch.randn(E, D, I, generator=g) * 0.02).to(torch.bfloat16)
         self.x = torch.randn(D, generator=g)
         self.expert_bytes = (self.gate_up[0].numel() + self.down[0].numel()) * 2
+
+    def host_rows(self) -> tuple[np.ndarray, int]:
+        """The experts as the engine's host copy lays them out for the CPU site's kernel:
+        one row an expert, gate/up [2I, D] then down [D, I], bf16 bits as uint16 [E, row];
+        and where down starts in a row, in elements."""
+        gu_n = 2 * I * D
+        mem = torch.empty(E, gu_n + D * I, dtype=torch.bfloat16)
+        mem[:, :gu_n] = self.gate_up.reshape(E, -1)
+        mem[:, gu_n:] = self.down.reshape(E, -1)
+        return mem.view(torch.int16).numpy().view(np.uint16), gu_n
+
+    def exact(self, sel: list[int]) -> torch.Tensor:
+        """The experts `sel` in float32 on the input as the CPU site receives it (rounded to
+        bf16): what a kernel's outputs are measured against [len(sel), D]."""
+        x32 = self.x.to(torch.bfloat16).float()
+        outs = []
+        for e in sel:
+            h = F.linear(x32, self.gate_up[e].float())
+            outs.append(F.linear(F.silu(h[:I]) * h[I:], self.down[e].float()))
+        return torch.stack(outs)
 
     def ms(self, fn, reps: int = 24) -> float:
         """ms a layer of `fn` (a list of K expert ids -> outputs), each layer other experts

@@ -34,11 +34,7 @@ def main() -> None:
     kernel = bf16_rows._kernel()
     layer = Layer()
     numba.set_num_threads(layer.threads)
-    gu_n, dn_n = 2 * I * D, D * I
-    mem = torch.empty(E, gu_n + dn_n, dtype=torch.bfloat16)
-    mem[:, :gu_n] = layer.gate_up.reshape(E, -1)
-    mem[:, gu_n:] = layer.down.reshape(E, -1)
-    mem16 = mem.view(torch.int16).numpy().view(np.uint16)
+    mem16, gu_n = layer.host_rows()
     xn = layer.x.numpy()
     out = np.empty((K, D), np.float32)
 

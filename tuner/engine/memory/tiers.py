@@ -115,7 +115,8 @@ class Sites:
         cpu_out = None
         if cpu:
             out, secs = self._run_cpu(x_cpu, cpu) if cpu_job is None else cpu_job.result()
-            # up as it is (page-locked, so without waiting), widened or narrowed there
+            # up as it is (the kernel's outputs are page-locked: no staging copy), and
+            # widened or narrowed there
             cpu_out = out.to(x.device, non_blocking=True).to(x.dtype)
             add(layer, C.cpu_ms, 1000 * secs)
             add(layer, C.cpu_experts, len(cpu))

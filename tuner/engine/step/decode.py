@@ -101,7 +101,8 @@ class Engine:
         return self.device_first.run
 
     def host_driven_now(self) -> bool:
-        """The host routes each layer first: the three sites, a routing trace, a recording."""
+        """The host has each layer's routing before its experts run: the three sites, a
+        routing trace, a recording."""
         return bool(self.cfg.cpu_pool) or self.routing is not None or self.route_log is not None
 
     def sites_now(self) -> bool:
