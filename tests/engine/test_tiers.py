@@ -161,3 +161,38 @@ def test_the_sites_bodies_route_and_pack_the_input_the_cpu_site_reads(tiny_confi
         finally:
             engine.close()
     assert all(torch.equal(a, b) for a, b in zip(logits["base"], logits["sites"]))
+
+
+def test_a_routing_wholly_on_the_cpu_site_ends_as_its_general_sum(tiny_config, monkeypatch):
+    """Where the CPU site computed every routed expert the layer ends through finish_cpu
+    (on CUDA one copy up and one graph replay): the same residual, bit for bit, as the
+    general sum of the sites' outputs (Outputs.sum) then `finish`, and the step takes it."""
+    from tuner.engine.memory.tiers import Outputs
+    from tuner.engine.step.decode import Engine
+    from tuner.engine.step.device_step import DeviceStep
+    from tuner.engine.weights import model
+    from tuner.engine.weights.checkpoint import Checkpoint
+
+    monkeypatch.setattr(model, "FIXED_SHAPES", {"cpu", "cuda"})
+    ended = []
+    finish_cpu = DeviceStep.finish_cpu
+    monkeypatch.setattr(DeviceStep, "finish_cpu",
+                        lambda self, l, outs: (ended.append(l), finish_cpu(self, l, outs)))
+    cfg = replace(tiny_config, device="cpu", prefill=False, cpu_pool=True, pcie_frac=0.0,
+                  adapt_every=0)
+    engine = Engine(Checkpoint(cfg.model), cfg, torch.device("cpu"))
+    try:
+        for pos, tok in enumerate((3, 5, 7)):
+            engine.step(tok, pos)
+        run = engine.device_step
+        assert run is not None and ended  # the arena starts empty: every expert a miss
+        K, D = run.K, run.x.shape[1]
+        outs = torch.randn(K, D, generator=torch.Generator().manual_seed(0))
+        with torch.inference_mode():  # as the engine steps
+            for l, v in enumerate(run.views):
+                run.finish_cpu(l, outs)
+                captured = v.out.clone()
+                run.finish(l, Outputs([], [], outs, list(range(K))).sum(v.w, v.x))
+                assert torch.equal(captured, v.out)
+    finally:
+        engine.close()

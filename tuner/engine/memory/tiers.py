@@ -25,6 +25,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext as _no_stream
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -37,6 +38,37 @@ from tuner.engine.weights.model import Wide, experts_out, widens
 from tuner.knobs import even_budgets
 from tuner.vocabulary.counters import C
 from tuner.vocabulary.slots import MISS, RESIDENT, SlotMap
+
+
+@dataclass
+class Outputs:
+    """A layer's routed experts as the sites left them: the device's (residents, the link
+    share) [n, D] in `ranks` order, and the CPU site's [m, D] for `cpu_ranks` (rank order)
+    in host memory, the kernel's page-locked buffer beside a GPU, which the next layer's
+    compute overwrites once the caller's stream has copied it."""
+
+    device: list[torch.Tensor]
+    ranks: list[int]
+    cpu: torch.Tensor | None
+    cpu_ranks: list[int]
+
+    @property
+    def cpu_only(self) -> bool:
+        """The CPU site computed every routed expert."""
+        return not self.device
+
+    def sum(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Weighted by `w` [k] and summed in rank order, in x's dtype on x's device [D]."""
+        parts, ranks = list(self.device), list(self.ranks)
+        if self.cpu is not None:  # up as it is (no staging copy where it is page-locked),
+            # and widened or narrowed there
+            parts.append(self.cpu.to(x.device, non_blocking=True).to(x.dtype))
+            ranks += self.cpu_ranks
+        outs = parts[0] if len(parts) == 1 else torch.cat(parts)
+        if ranks != sorted(ranks):  # back to rank order
+            order = sorted(range(len(ranks)), key=ranks.__getitem__)
+            outs = outs[torch.tensor(order, device=x.device)]
+        return w.to(outs.dtype) @ outs
 
 
 class Sites:
@@ -63,13 +95,12 @@ class Sites:
         self.link_wide = Wide()
         self.cpu_experts = CpuExperts(host, beside_gpu=self.cuda)
 
-    def serve(self, layer: int, x: torch.Tensor, sel: list[int], w: torch.Tensor, cfg: Config,
-              adapt_fetch: bool, x_host: torch.Tensor | None = None) -> torch.Tensor:
-        """The layer's routed experts `sel` on x, weighted by `w` [k] and summed in rank
-        order [D]: residents on the device, the link share over the link (admitted into the
-        arena when adapt-fetch allows), the rest on the CPU; the three run concurrently.
-        `x_host`: x already in host memory (float32), so the CPU site need not wait for a
-        copy of its own."""
+    def compute(self, layer: int, x: torch.Tensor, sel: list[int], cfg: Config,
+                adapt_fetch: bool, x_host: torch.Tensor | None = None) -> Outputs:
+        """The layer's routed experts `sel` on x: residents on the device, the link share
+        over the link (admitted into the arena when adapt-fetch allows), the rest on the
+        CPU; the three run concurrently. `x_host`: x already in host memory (float32), so
+        the CPU site need not wait for a copy of its own."""
         slots, add, tier = self.arena.slots, self.counters.add, self.tier
         add(layer, C.lookups, len(sel))
         plan = slots.claim_layer(layer, sel, stream=False)
@@ -106,39 +137,28 @@ class Sites:
         # worker: on this thread it made pcie_frac 0.5 a third slower there.
         on_worker = self.cpu_experts.kernel is None or cfg.pcie_frac > 0
         cpu_job = self._cpu.submit(self._run_cpu, x_cpu, cpu) if cpu and on_worker else None
-        ranks, parts = [], []
+        outs = Outputs([], [], None, [r for r, _ in cpu])
         if resident:
             with self.clock.span(layer, C.vram_ms):
-                parts.append(experts_out(x, self.arena.gather([s for _, s in resident],
-                                                              x.dtype)))
-            ranks += [r for r, _ in resident]
-        cpu_out = None
+                outs.device.append(experts_out(x, self.arena.gather([s for _, s in resident],
+                                                                    x.dtype)))
+            outs.ranks += [r for r, _ in resident]
         if cpu:
-            out, secs = self._run_cpu(x_cpu, cpu) if cpu_job is None else cpu_job.result()
-            # up as it is (the kernel's outputs are page-locked: no staging copy), and
-            # widened or narrowed there
-            cpu_out = out.to(x.device, non_blocking=True).to(x.dtype)
+            outs.cpu, secs = self._run_cpu(x_cpu, cpu) if cpu_job is None else cpu_job.result()
             add(layer, C.cpu_ms, 1000 * secs)
             add(layer, C.cpu_experts, len(cpu))
         if link_job is not None:
             out, secs, verified, mismatches = link_job.result()
             for _, key, dst, _ in jobs:  # admitted experts, now in their rows
                 self.arena.publish_row(key, dst)
-            parts.append(out)
-            ranks += [r for r, *_ in jobs]
+            outs.device.append(out)
+            outs.ranks += [r for r, *_ in jobs]
             add(layer, C.link_ms, 1000 * secs)
             add(layer, C.link_experts, len(jobs))
             add(layer, C.bytes_link, len(jobs) * self.nbytes)
             add(layer, C.verified, verified)
             add(layer, C.mismatches, mismatches)
-        if cpu_out is not None:
-            parts.append(cpu_out)
-            ranks += [r for r, _ in cpu]
-        outs = parts[0] if len(parts) == 1 else torch.cat(parts)
-        if ranks != sorted(ranks):  # back to rank order
-            order = sorted(range(len(ranks)), key=ranks.__getitem__)
-            outs = outs[torch.tensor(order, device=x.device)]
-        return w.to(outs.dtype) @ outs
+        return outs
 
     def tier_round(self, cfg: Config, adapt_fetch: bool) -> None:
         """One round of the adaptive tier: its swaps copied over the link and counted."""

@@ -60,7 +60,7 @@ class HostDriven:
                 w = w[ranks]
         if cfg.cpu_pool:
             assert eng.sites is not None  # made when cpu_pool was first switched on
-            y = eng.sites.serve(l, x, sel, w, cfg, eng.adapt_fetch) if sel else None
+            y = eng.sites.compute(l, x, sel, cfg, eng.adapt_fetch).sum(w, x) if sel else None
         else:
             rows, timely, waited = work.serve(l, served, ranks, routed)
             work.land(l, timely, waited)

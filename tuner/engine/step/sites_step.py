@@ -4,7 +4,8 @@ Each layer's body (device_step.py, with Route.sites: on CUDA one graph replay) a
 routes and packs the MoE input beside the routing, so one wait on the layer's event brings
 the host all it needs: the host counts the routing, the sites compute the experts (tiers.py:
 residents on the device, the link share over the link, the rest on the CPU from the packed
-input, with no copy of its own), and `finish` writes the layer's output on the device. Eager
+input, with no copy of its own), and `finish` writes the layer's output on the device (where
+the CPU site computed every routed expert, `finish_cpu`: one copy up, one replay). Eager
 attention and routing cost a host-driven layer about as much as the CPU site's compute on
 an H200's host; here they are one replay.
 """
@@ -47,8 +48,13 @@ class SitesStep:
             eng.probe.note(l, pack.sel, served, pack.ctrl, stale)
             v = run.views[l]
             assert pack.x is not None  # the sites' route packs the input
-            run.finish(l, sites.serve(l, v.x, pack.sel, v.w, cfg, eng.adapt_fetch,
-                                      torch.from_numpy(pack.x)))
+            outs = sites.compute(l, v.x, pack.sel, cfg, eng.adapt_fetch,
+                                 torch.from_numpy(pack.x))
+            if outs.cpu_only:
+                assert outs.cpu is not None  # the CPU site computed them
+                run.finish_cpu(l, outs.cpu)
+            else:
+                run.finish(l, outs.sum(v.w, v.x))
             work.retire(l)
             stale = pack.stale_next
         for l, (start, end) in enumerate(run.spans):
