@@ -21,7 +21,7 @@ ARCHITECTURE = ROOT.parent / "ARCHITECTURE.md"
 # Every room, from the bottom up. A room imports only rooms on lines above its own; rooms
 # on one line are peers and import nothing of each other. ARCHITECTURE.md draws this table.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "config"),
+    ("errors", "config", "openmp"),
     ("knobs",),
     ("vocabulary",),
     ("interplay", "charts"),
