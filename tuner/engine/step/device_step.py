@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from tuner.engine.memory.experts import SPEC_SETS, Experts
+from tuner.engine.memory.tiers import Outputs
 from tuner.engine.weights import fused, router, router_kernels
 from tuner.engine.weights.model import Decoder
 
@@ -324,8 +325,7 @@ class DeviceStep:
     def finish(self, layer: int, y: torch.Tensor) -> None:
         """Layer `layer`'s output from its routed experts' weighted sum `y` [D], which the
         sites computed after its body (Route.sites); its span ends after it."""
-        v = self.views[layer]
-        torch.add(v.hatt, self.dec.shared_output(layer, v.x, y), out=v.out)
+        self._residual(layer, y)
         self._ended(layer)
 
     def finish_cpu(self, layer: int, outs: torch.Tensor) -> None:
@@ -341,9 +341,15 @@ class DeviceStep:
         self._ended(layer)
 
     def _finish_cpu(self, layer: int) -> None:
-        """Outputs.sum and `finish` on the CPU site's outputs, as the same operations."""
-        v, dtype = self.views[layer], self.x.dtype
-        y = v.w.to(dtype) @ self.cpu_out[layer].to(dtype)
+        """`finish` on the CPU site's outputs, summed as Outputs.sum sums them."""
+        v = self.views[layer]
+        self._residual(layer, Outputs([], [], self.cpu_out[layer], list(range(self.K)))
+                            .sum(v.w, v.x))
+
+    def _residual(self, layer: int, y: torch.Tensor) -> None:
+        """Layer `layer`'s output from its routed experts' sum y [D] (and a shared
+        expert's, where the model has one)."""
+        v = self.views[layer]
         torch.add(v.hatt, self.dec.shared_output(layer, v.x, y), out=v.out)
 
     def _ended(self, layer: int) -> None:
@@ -356,9 +362,8 @@ class DeviceStep:
 
     def _fix(self, layer: int, rows: torch.Tensor, w: torch.Tensor,
              staged: torch.Tensor | None) -> None:
-        v = self.views[layer]
-        y = self.experts.mix(v.x, w, rows, staged, layer, self.experts.staging)
-        torch.add(v.hatt, self.dec.shared_output(layer, v.x, y), out=v.out)
+        y = self.experts.mix(self.views[layer].x, w, rows, staged, layer, self.experts.staging)
+        self._residual(layer, y)
 
     def logits(self) -> torch.Tensor:
         """The token's logits [V] (float32), after the last layer."""
@@ -499,24 +504,21 @@ class DeviceStep:
         self.out.copy_(self.dec.logits(self.h[self.L]))
 
     def _body_graph(self, layer: int, span: int) -> torch.cuda.CUDAGraph:
-        graph = self.graphs.get((layer, span))
-        if graph is None:
-            graph = self.graphs[layer, span] = self._capture(lambda: self._body(layer, span))
-        return graph
+        return self._graph(self.graphs, (layer, span), lambda: self._body(layer, span))
 
     def _fix_graph(self, layer: int) -> torch.cuda.CUDAGraph:
-        graph = self._fixes.get(layer)
-        if graph is None:
-            graph = self._fixes[layer] = self._capture(
-                lambda: self._fix(layer, self.fix_rows[layer, 0], self.w[layer],
-                                  None if self.experts.staging is None
-                                  else self.fix_rows[layer, 1]))
-        return graph
+        return self._graph(self._fixes, layer, lambda: self._fix(
+            layer, self.fix_rows[layer, 0], self.w[layer],
+            None if self.experts.staging is None else self.fix_rows[layer, 1]))
 
     def _finish_graph(self, layer: int) -> torch.cuda.CUDAGraph:
-        graph = self._finishes.get(layer)
+        return self._graph(self._finishes, layer, lambda: self._finish_cpu(layer))
+
+    def _graph(self, graphs: dict, key, fn) -> torch.cuda.CUDAGraph:
+        """`graphs[key]`, `fn` captured the first time it is asked for."""
+        graph = graphs.get(key)
         if graph is None:
-            graph = self._finishes[layer] = self._capture(lambda: self._finish_cpu(layer))
+            graph = graphs[key] = self._capture(fn)
         return graph
 
     def _capture(self, fn) -> torch.cuda.CUDAGraph:
