@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import torch
 
-from tuner.engine.memory import host_pages
 from tuner.engine.memory.store import Read, ReadPool
 from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.engine.weights.model import Weights, Wide, by_row, compute_dtype, widens
@@ -20,8 +19,7 @@ class HostCopy:
     arena. The same layout and alignment as an arena row matter: the CPU's matrix kernels
     take other code paths on unaligned data (a memory-mapped shard is only 8-byte aligned)
     and round differently, which would make the output depend on the site that computed an
-    expert. On CUDA the copy is page-locked, so the link uploads straight from it; it asks
-    for huge pages (host_pages.py), which the CPU site's kernel streams through."""
+    expert. On CUDA the copy is page-locked, so the link uploads straight from it."""
 
     def __init__(self, ckpt: Checkpoint, pin: bool = False,
                  check: Callable[[Read], str | None] | None = None):
@@ -29,7 +27,7 @@ class HostCopy:
         self.experts, self.layout = mc.num_experts, ckpt.layout
         self.dtype = compute_dtype(ckpt.dtype, torch.device("cpu"))  # what the CPU computes in
         keys = [(l, e) for l in range(mc.num_layers) for e in range(mc.num_experts)]
-        self.mem = host_pages.zeros(len(keys), ckpt.row_bytes, pin)  # in huge pages
+        self.mem = torch.zeros(len(keys), ckpt.row_bytes, dtype=torch.uint8, pin_memory=pin)
         # gather's batch, or each row's matrices and the buffers it widens them into: one
         # user at a time
         self.batch = torch.empty(mc.top_k, ckpt.row_bytes, dtype=torch.uint8)
