@@ -10,6 +10,7 @@ import torch
 
 from tuner.engine.memory.tiers import Tier
 from tuner.knobs import Config
+from tuner.vocabulary.counters import COUNTERS, C
 from tuner.vocabulary.slots import RESIDENT, SlotMap
 
 SITES = {"cpu_pool": True, "adapt_every": 8}
@@ -196,3 +197,32 @@ def test_a_routing_wholly_on_the_cpu_site_ends_as_its_general_sum(tiny_config, m
                 assert torch.equal(captured, v.out)
     finally:
         engine.close()
+
+
+def test_the_sites_step_counts_and_splits_as_the_host_driven_layers_do(tiny_config):
+    """The sites step settles a layer's counts, probe notes and pins under the next layer's
+    body, after the split: the admissions, the link share, the tier's swaps and every count
+    are still those of the host-driven path, which settles each layer before the next."""
+    from tuner.engine.step.decode import Engine
+    from tuner.engine.step.route_log import RouteLog
+    from tuner.engine.weights.checkpoint import Checkpoint
+
+    cfg = replace(tiny_config, device="cpu", prefill=False, **{**SITES, "adapt_every": 3},
+                  pcie_frac=0.25, adapt_fetch=1, adapt_fetch_min=0.5, adapt_fetch_margin=0.1)
+    counts, logits = {}, {}
+    for name in ("sites", "host-driven"):
+        engine = Engine(Checkpoint(cfg.model), cfg, torch.device("cpu"))
+        try:
+            if name == "host-driven":  # a recording takes the host-driven path
+                engine.route_log = RouteLog(engine.mc.num_layers)
+            assert engine.sites_now() == (name == "sites")
+            logits[name] = [engine.step(1 + pos % 13, pos) for pos in range(24)]
+            engine.drain()
+            counts[name] = engine.counters.read(window=False)[0]
+        finally:
+            engine.close()
+    assert all(torch.equal(a, b) for a, b in zip(logits["sites"], logits["host-driven"]))
+    untimed = [c.index for c in COUNTERS if c.unit != "ms"]
+    assert counts["sites"][:, untimed].tolist() == counts["host-driven"][:, untimed].tolist()
+    done = counts["sites"][:, [C.admissions.index, C.tier_swaps.index, C.link_experts.index]]
+    assert (done.sum(axis=0) > 0).all()  # the test reaches each decision it guards

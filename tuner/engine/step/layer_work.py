@@ -52,8 +52,7 @@ class LayerWork:
         rank order; the ranks they are, or None when all are). The probe (probe.py) scores
         them apart."""
         eng, sel = self.engine, routed.sel
-        eng.counters.per_expert.sel[l, :len(sel)] = sel
-        eng.counters.add(l, C.routings, len(sel))
+        self.log(l, sel)
         if eng.cfg.cpu_pool:  # the adaptive tier's counts, read only by the three sites
             eng.tier.observe(l, sel, eng.cfg.adapt_decay)
         if eng.route_log is not None:
@@ -65,6 +64,12 @@ class LayerWork:
             ranks = None
         served = sel if ranks is None else [sel[r] for r in ranks]
         return served, ranks
+
+    def log(self, l: int, sel: list[int]) -> None:
+        """Counts layer l's routing `sel` and logs it by expert."""
+        counters = self.engine.counters
+        counters.per_expert.sel[l, :len(sel)] = sel
+        counters.add(l, C.routings, len(sel))
 
     def serve(self, l: int, served: list[int], ranks: list[int] | None, routed: Routed,
               speculate: bool = True) -> tuple[list[int], list[Fetch], list[Fetch]]:
