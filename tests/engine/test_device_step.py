@@ -17,6 +17,7 @@ from tuner.engine.step import device_first
 from tuner.engine.step.decode import Engine
 from tuner.engine.step.device_first import DeviceFirst
 from tuner.engine.step.device_step import DeviceStep
+from tuner.engine.step.reference import Resident
 from tuner.engine.weights import model
 from tuner.engine.weights.checkpoint import Checkpoint
 from tuner.knobs import Config
@@ -232,3 +233,50 @@ def test_the_device_first_path_decides_as_the_host_driven_one(tiny_config, monke
     assert device == host
     claimed = [[row["pf_timely"] + row["pf_late"] for row in snap["layers"]] for snap in snaps]
     assert claimed[0] == claimed[1]
+
+
+def test_on_the_cpu_the_bodies_run_ahead_while_each_computed_its_experts(tiny_config,
+                                                                          monkeypatch):
+    """On the CPU a body runs as it is queued, so with no speculation from the host the
+    next layers run before the host settles the first, for as long as each body computed
+    its experts; one that left a miss to the host's fix stops the queue, and the layer
+    after it runs once that fix is done. The output is the plain arena's."""
+    events = []
+    body, settle = DeviceStep.run, DeviceFirst._settle
+
+    def run_body(self, l):
+        body(self, l)
+        events.append(("run", l, self.computed[l]))
+
+    def settle_layer(self, run, l, pack, stale):
+        events.append(("settle", l, None))
+        return settle(self, run, l, pack, stale)
+
+    monkeypatch.setattr(DeviceStep, "run", run_body)
+    monkeypatch.setattr(DeviceFirst, "_settle", settle_layer)
+    cfg = replace(tiny_config, device="cpu", prefill=False, prefetch="off")
+    ckpt = Checkpoint(cfg.model)
+    L, E = ckpt.config.num_layers, ckpt.config.num_experts
+    engine = Engine(ckpt, replace(cfg, expert_cache=L * E), torch.device("cpu"))
+    resident = Resident(ckpt, cfg.context, torch.device("cpu"))
+    try:
+        tokens = []
+        for pos in range(40):
+            events.clear()
+            logits = engine.step(1 + pos % 7, pos)
+            tokens.append(list(events))
+            assert torch.equal(logits, resident.step(1 + pos % 7, pos))
+    finally:
+        engine.close()
+    ahead = [("run", l, True) for l in range(L)] + [("settle", l, None) for l in range(L)]
+    assert tokens[-1] == ahead  # every routed expert resident by then: all hits
+    for token in tokens:
+        settled: set[int] = set()
+        for kind, l, computed in token:
+            if kind == "settle":
+                settled.add(l)
+            elif l > 0 and l - 1 not in settled:  # run ahead of the host
+                before = [c for k, m, c in token[:token.index((kind, l, computed))]
+                          if k == "run" and m == l - 1]
+                assert before[-1], "a layer ran ahead of a layer that left a miss"
+    assert any(("run", l, False) in token for token in tokens for l in range(L))

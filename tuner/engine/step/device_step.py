@@ -196,6 +196,9 @@ class DeviceStep:
         self._tokens = 0
         # each layer's span this token, [start, end]: host times on the CPU, events on CUDA
         self.spans: list[list] = [[0.0, 0.0] for _ in range(L)]
+        # on the CPU, whether each layer's last body computed its experts (it skips them
+        # where one is missing, for the host's fix); on CUDA a body always computes them
+        self.computed = [True] * L
         # held once: asking torch for the current stream costs more than recording an event
         self.stream = torch.cuda.current_stream(dev) if self.cuda else None
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (layer, span)
@@ -458,10 +461,12 @@ class DeviceStep:
         elif self.branchless:  # a missing expert computes row 0; the host fixes the layer
             y = self.experts.mix(x, w, rows.clamp(min=0))
         elif (v.found < 0).any():  # on the CPU the pack is host memory
+            self.computed[l] = False
             return
         else:
             y = self.experts.mix(x, w, rows)
         torch.add(h, dec.shared_output(l, x, y), out=v.out)
+        self.computed[l] = True
 
     def _choose_ahead(self, nxt: int, scores: torch.Tensor) -> None:
         """Chooses layer `nxt`'s predicted misses, in rank order, at most `limit`, into its
