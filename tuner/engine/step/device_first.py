@@ -106,8 +106,8 @@ class DeviceFirst:
         # computed its experts: the next ones run ahead while each did, unless the host's
         # settling issues speculation, whose victims may be rows of the layers ahead (run
         # again then). Settled together after their bodies, the layers of an every-hit
-        # token took 1.14-1.16 of the fully resident model's time on a 2-core machine,
-        # against 1.18-1.25 settled after each body (`tuner bench --only machinery`).
+        # token took 1.15-1.16 of the fully resident model's time on a 2-core machine,
+        # against 1.22 settled after each body (`tuner bench --only machinery`).
         cpu_ahead = not run.branchless and (eng.cfg.prefetch == "off"
                                              or run.route.ahead is not None)
         run.start(token, pos)
