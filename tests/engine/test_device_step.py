@@ -246,7 +246,7 @@ def test_on_the_cpu_the_bodies_run_ahead_while_each_computed_its_experts(tiny_co
 
     def run_body(self, l):
         body(self, l)
-        events.append(("run", l, self.computed[l]))
+        events.append(("run", l, self.computes(l)))
 
     def settle_layer(self, run, l, pack, stale):
         events.append(("settle", l, None))

@@ -121,7 +121,7 @@ class DeviceFirst:
                 ahead = base
             stop = min(L, l + 1 + ahead) if run.branchless else L if cpu_ahead else l + 1
             for m in range(l + 1, stop):
-                if not (run.branchless or run.computed[m - 1]):
+                if not run.computes(m - 1):
                     break  # on the CPU layer m-1 left its experts to the host's fix
                 if launched[m] is None:
                     self._launch(run, m)  # queued before the host waits on layer l

@@ -196,9 +196,6 @@ class DeviceStep:
         self._tokens = 0
         # each layer's span this token, [start, end]: host times on the CPU, events on CUDA
         self.spans: list[list] = [[0.0, 0.0] for _ in range(L)]
-        # on the CPU, whether each layer's last body computed its experts (it skips them
-        # where one is missing, for the host's fix); on CUDA a body always computes them
-        self.computed = [True] * L
         # held once: asking torch for the current stream costs more than recording an event
         self.stream = torch.cuda.current_stream(dev) if self.cuda else None
         self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (layer, span)
@@ -460,15 +457,22 @@ class DeviceStep:
             y = self.experts.mix(x, w, rows, far_rows, l)
         elif self.branchless:  # a missing expert computes row 0; the host fixes the layer
             y = self.experts.mix(x, w, rows.clamp(min=0))
-        # on the CPU the pack is host memory; a comparison in numpy right after the body's
-        # torch operations cost an every-hit token 2-4 % more than this (machinery bench)
-        elif min(v.found.tolist()) < 0:
-            self.computed[l] = False
+        elif not self.computes(l):  # on the CPU a missing expert is left to the host's fix
             return
         else:
             y = self.experts.mix(x, w, rows)
         torch.add(h, dec.shared_output(l, x, y), out=v.out)
-        self.computed[l] = True
+
+    def computes(self, layer: int) -> bool:
+        """Whether the layer's body computes (computed, once it ran) its experts from the
+        rows it found: always where shapes are fixed (a missing expert computes row 0, for
+        the host's fix) or a missing one is read in place; on the CPU otherwise only where
+        it found every one."""
+        if self.branchless or self.experts.far is not None:
+            return True
+        # on the CPU the pack is host memory; a comparison in numpy right after the body's
+        # torch operations cost an every-hit token 2-4 % more than this (machinery bench)
+        return min(self.views[layer].found.tolist()) >= 0
 
     def _choose_ahead(self, nxt: int, scores: torch.Tensor) -> None:
         """Chooses layer `nxt`'s predicted misses, in rank order, at most `limit`, into its
